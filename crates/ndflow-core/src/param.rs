@@ -1,0 +1,695 @@
+//! Parameters, declared once.
+//!
+//! Each port type lists its parameters in one `const` table of [`ParamDef`]s: name (the PV
+//! suffix and config key, areaDetector's spelling), kind (with enum choices), access, default,
+//! limits and a one-line description. A [`ParamStore`] holds the values of one port, validates
+//! every external write against the declaration and refuses it with an error naming the
+//! parameter and the value, in which case nothing changes. Listeners are told of every change
+//! (PV monitors, wiring).
+//!
+//! Access decides the PV names, as areaDetector's records do: a writable `Name` is the PV
+//! `Name` with readback `Name_RBV`; a read-only one is only `Name_RBV` ([`Access::ReadOnly`])
+//! or only `Name` ([`Access::ReadOnlyPlain`], e.g. `QueueFree`, `PoolUsedMem`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use thiserror::Error;
+
+use crate::{Buffer, DataType};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    ReadWrite,
+    ReadOnly,
+    ReadOnlyPlain,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ParamKind {
+    Int32,
+    Int64,
+    Float64,
+    String,
+    Enum(&'static [&'static str]),
+    /// A 1-D array of the given element type (waveforms, e.g. StdArrays `ArrayData`).
+    Array(DataType),
+}
+
+impl ParamKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ParamKind::Int32 => "int32",
+            ParamKind::Int64 => "int64",
+            ParamKind::Float64 => "float64",
+            ParamKind::String => "string",
+            ParamKind::Enum(_) => "enum",
+            ParamKind::Array(_) => "array",
+        }
+    }
+}
+
+/// The compile-time default of a parameter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DefaultValue {
+    Int(i64),
+    Float(f64),
+    Str(&'static str),
+    EmptyArray,
+}
+
+/// One declaration. Build with the `const fn` constructors:
+/// `ParamDef::int32("SizeX", 1024).min(1.0).doc("Region size in X")`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ParamDef {
+    pub name: &'static str,
+    pub kind: ParamKind,
+    pub access: Access,
+    pub default: DefaultValue,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    pub desc: &'static str,
+}
+
+impl ParamDef {
+    const fn base(name: &'static str, kind: ParamKind, default: DefaultValue) -> ParamDef {
+        ParamDef {
+            name,
+            kind,
+            access: Access::ReadWrite,
+            default,
+            min: None,
+            max: None,
+            desc: "",
+        }
+    }
+    pub const fn int32(name: &'static str, default: i32) -> ParamDef {
+        Self::base(name, ParamKind::Int32, DefaultValue::Int(default as i64))
+    }
+    pub const fn int64(name: &'static str, default: i64) -> ParamDef {
+        Self::base(name, ParamKind::Int64, DefaultValue::Int(default))
+    }
+    pub const fn float64(name: &'static str, default: f64) -> ParamDef {
+        Self::base(name, ParamKind::Float64, DefaultValue::Float(default))
+    }
+    pub const fn string(name: &'static str, default: &'static str) -> ParamDef {
+        Self::base(name, ParamKind::String, DefaultValue::Str(default))
+    }
+    pub const fn enumeration(
+        name: &'static str,
+        choices: &'static [&'static str],
+        default: i32,
+    ) -> ParamDef {
+        Self::base(name, ParamKind::Enum(choices), DefaultValue::Int(default as i64))
+    }
+    /// No/Yes enum (areaDetector's bo records), default 0 = No.
+    pub const fn yes_no(name: &'static str, default: i32) -> ParamDef {
+        Self::enumeration(name, &["No", "Yes"], default)
+    }
+    /// Disable/Enable enum, default as given.
+    pub const fn enable(name: &'static str, default: i32) -> ParamDef {
+        Self::enumeration(name, &["Disable", "Enable"], default)
+    }
+    pub const fn array(name: &'static str, element: DataType) -> ParamDef {
+        Self::base(name, ParamKind::Array(element), DefaultValue::EmptyArray).read_only_plain()
+    }
+    pub const fn read_only(mut self) -> ParamDef {
+        self.access = Access::ReadOnly;
+        self
+    }
+    pub const fn read_only_plain(mut self) -> ParamDef {
+        self.access = Access::ReadOnlyPlain;
+        self
+    }
+    pub const fn min(mut self, min: f64) -> ParamDef {
+        self.min = Some(min);
+        self
+    }
+    pub const fn max(mut self, max: f64) -> ParamDef {
+        self.max = Some(max);
+        self
+    }
+    pub const fn range(self, min: f64, max: f64) -> ParamDef {
+        self.min(min).max(max)
+    }
+    pub const fn doc(mut self, desc: &'static str) -> ParamDef {
+        self.desc = desc;
+        self
+    }
+
+    pub fn writable(&self) -> bool {
+        self.access == Access::ReadWrite
+    }
+
+    /// The PV suffixes this parameter is served under.
+    pub fn pv_names(&self) -> Vec<String> {
+        match self.access {
+            Access::ReadWrite => vec![self.name.to_string(), format!("{}_RBV", self.name)],
+            Access::ReadOnly => vec![format!("{}_RBV", self.name)],
+            Access::ReadOnlyPlain => vec![self.name.to_string()],
+        }
+    }
+
+    pub fn default_value(&self) -> ParamValue {
+        match self.default {
+            DefaultValue::Int(i) => ParamValue::Int(i),
+            DefaultValue::Float(f) => ParamValue::Float(f),
+            DefaultValue::Str(s) => ParamValue::Str(s.to_string()),
+            DefaultValue::EmptyArray => ParamValue::Array(ArrayValue::empty(match self.kind {
+                ParamKind::Array(dt) => dt,
+                _ => DataType::Float64,
+            })),
+        }
+    }
+
+    /// Checks and converts a value for this parameter (ignores access).
+    pub fn coerce(&self, value: ParamValue) -> Result<ParamValue, ParamError> {
+        let bad = |reason: String| ParamError::BadValue {
+            name: self.name.to_string(),
+            value: value.to_string(),
+            reason,
+        };
+        let v = match (&self.kind, &value) {
+            (ParamKind::Int32 | ParamKind::Int64, ParamValue::Int(i)) => ParamValue::Int(*i),
+            (ParamKind::Int32 | ParamKind::Int64, ParamValue::Float(f)) => {
+                if f.fract() != 0.0 || !f.is_finite() {
+                    return Err(bad("expected an integer".into()));
+                }
+                ParamValue::Int(*f as i64)
+            }
+            (ParamKind::Int32 | ParamKind::Int64, ParamValue::Str(s)) => ParamValue::Int(
+                s.trim()
+                    .parse::<i64>()
+                    .map_err(|_| bad("expected an integer".into()))?,
+            ),
+            (ParamKind::Float64, ParamValue::Int(i)) => ParamValue::Float(*i as f64),
+            (ParamKind::Float64, ParamValue::Float(f)) => ParamValue::Float(*f),
+            (ParamKind::Float64, ParamValue::Str(s)) => ParamValue::Float(
+                s.trim()
+                    .parse::<f64>()
+                    .map_err(|_| bad("expected a number".into()))?,
+            ),
+            (ParamKind::String, ParamValue::Str(s)) => ParamValue::Str(s.clone()),
+            (ParamKind::String, ParamValue::Int(_) | ParamValue::Float(_)) => {
+                ParamValue::Str(value.to_string())
+            }
+            (ParamKind::Enum(choices), ParamValue::Int(i)) => {
+                if *i < 0 || *i as usize >= choices.len() {
+                    return Err(ParamError::BadEnum {
+                        name: self.name.to_string(),
+                        value: i.to_string(),
+                        choices: choices.join(", "),
+                    });
+                }
+                ParamValue::Int(*i)
+            }
+            (ParamKind::Enum(choices), ParamValue::Str(s)) => {
+                let idx = choices.iter().position(|c| c == s).or_else(|| {
+                    s.trim()
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|i| *i < choices.len())
+                });
+                match idx {
+                    Some(i) => ParamValue::Int(i as i64),
+                    None => {
+                        return Err(ParamError::BadEnum {
+                            name: self.name.to_string(),
+                            value: s.clone(),
+                            choices: choices.join(", "),
+                        })
+                    }
+                }
+            }
+            (ParamKind::Array(_), ParamValue::Array(a)) => ParamValue::Array(a.clone()),
+            _ => return Err(bad(format!("expected {}", self.kind.name()))),
+        };
+        if let ParamValue::Int(i) = v {
+            if self.kind == ParamKind::Int32 && i32::try_from(i).is_err() {
+                return Err(bad("out of the int32 range".into()));
+            }
+        }
+        if let Some(x) = v.as_f64() {
+            let below = self.min.is_some_and(|m| x < m);
+            let above = self.max.is_some_and(|m| x > m);
+            if (below || above) && !matches!(self.kind, ParamKind::Enum(_)) {
+                return Err(ParamError::OutOfRange {
+                    name: self.name.to_string(),
+                    value: value.to_string(),
+                    min: self.min.map_or("-inf".into(), |m| m.to_string()),
+                    max: self.max.map_or("inf".into(), |m| m.to_string()),
+                });
+            }
+        }
+        Ok(v)
+    }
+
+    /// The value as JSON, enums as their string.
+    pub fn to_json(&self, v: &ParamValue) -> serde_json::Value {
+        match (&self.kind, v) {
+            (ParamKind::Enum(choices), ParamValue::Int(i)) => choices
+                .get(*i as usize)
+                .map_or(serde_json::Value::from(*i), |s| serde_json::Value::from(*s)),
+            (_, ParamValue::Int(i)) => (*i).into(),
+            (_, ParamValue::Float(f)) => serde_json::Number::from_f64(*f)
+                .map_or(serde_json::Value::Null, serde_json::Value::Number),
+            (_, ParamValue::Str(s)) => s.clone().into(),
+            (_, ParamValue::Array(a)) => serde_json::json!({
+                "type": a.data_type.name(),
+                "length": a.len(),
+            }),
+        }
+    }
+}
+
+/// A 1-D array value sharing a pooled buffer (no copy when a frame is already the right type).
+#[derive(Debug, Clone)]
+pub struct ArrayValue {
+    pub data_type: DataType,
+    pub buffer: Buffer,
+    /// Number of elements.
+    pub len: usize,
+}
+
+impl ArrayValue {
+    pub fn empty(data_type: DataType) -> ArrayValue {
+        ArrayValue {
+            data_type,
+            buffer: Buffer::from_bytes(&[]),
+            len: 0,
+        }
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn bytes(&self) -> &[u8] {
+        let n = (self.len * self.data_type.size()).min(self.buffer.len());
+        &self.buffer[..n]
+    }
+}
+
+impl PartialEq for ArrayValue {
+    fn eq(&self, o: &ArrayValue) -> bool {
+        self.data_type == o.data_type && self.bytes() == o.bytes()
+    }
+}
+
+/// A parameter value. Enums are `Int` (the index).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParamValue {
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Array(ArrayValue),
+}
+
+impl ParamValue {
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            ParamValue::Int(i) => Some(*i as f64),
+            ParamValue::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            ParamValue::Int(i) => Some(*i),
+            ParamValue::Float(f) => Some(*f as i64),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ParamValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParamValue::Int(i) => write!(f, "{i}"),
+            ParamValue::Float(x) => write!(f, "{x}"),
+            ParamValue::Str(s) => write!(f, "\"{s}\""),
+            ParamValue::Array(a) => write!(f, "[{} x {}]", a.len, a.data_type),
+        }
+    }
+}
+
+impl From<i64> for ParamValue {
+    fn from(v: i64) -> Self {
+        ParamValue::Int(v)
+    }
+}
+impl From<i32> for ParamValue {
+    fn from(v: i32) -> Self {
+        ParamValue::Int(v as i64)
+    }
+}
+impl From<usize> for ParamValue {
+    fn from(v: usize) -> Self {
+        ParamValue::Int(v as i64)
+    }
+}
+impl From<f64> for ParamValue {
+    fn from(v: f64) -> Self {
+        ParamValue::Float(v)
+    }
+}
+impl From<&str> for ParamValue {
+    fn from(v: &str) -> Self {
+        ParamValue::Str(v.to_string())
+    }
+}
+impl From<String> for ParamValue {
+    fn from(v: String) -> Self {
+        ParamValue::Str(v)
+    }
+}
+
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum ParamError {
+    #[error("unknown parameter '{name}'")]
+    Unknown { name: String },
+    #[error("parameter '{name}' is read-only")]
+    ReadOnly { name: String },
+    #[error("bad value {value} for '{name}': {reason}")]
+    BadValue {
+        name: String,
+        value: String,
+        reason: String,
+    },
+    #[error("value {value} for '{name}' is out of range [{min}, {max}]")]
+    OutOfRange {
+        name: String,
+        value: String,
+        min: String,
+        max: String,
+    },
+    #[error("bad value {value} for enum '{name}': choices are {choices} (or their index)")]
+    BadEnum {
+        name: String,
+        value: String,
+        choices: String,
+    },
+    #[error("refused write of {value} to '{name}': {reason}")]
+    Refused {
+        name: String,
+        value: String,
+        reason: String,
+    },
+}
+
+type Listener = Arc<dyn Fn(usize, &ParamValue) + Send + Sync>;
+
+/// The values of one port's parameters.
+pub struct ParamStore {
+    defs: Vec<&'static ParamDef>,
+    index: HashMap<&'static str, usize>,
+    values: RwLock<Vec<ParamValue>>,
+    version: AtomicU64,
+    listeners: Mutex<Vec<Listener>>,
+}
+
+impl std::fmt::Debug for ParamStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParamStore")
+            .field("params", &self.defs.len())
+            .finish()
+    }
+}
+
+impl ParamStore {
+    /// A store over the concatenation of `tables`; a later table may not repeat a name
+    /// (the first declaration wins; `duplicate_names` reports repeats for tests).
+    pub fn new(tables: &[&'static [ParamDef]]) -> ParamStore {
+        let mut defs = Vec::new();
+        let mut index = HashMap::new();
+        for table in tables {
+            for def in table.iter() {
+                if !index.contains_key(def.name) {
+                    index.insert(def.name, defs.len());
+                    defs.push(def);
+                }
+            }
+        }
+        let values = defs.iter().map(|d| d.default_value()).collect();
+        ParamStore {
+            defs,
+            index,
+            values: RwLock::new(values),
+            version: AtomicU64::new(0),
+            listeners: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Names declared more than once across `tables` (should be empty).
+    pub fn duplicate_names(tables: &[&'static [ParamDef]]) -> Vec<&'static str> {
+        let mut seen = std::collections::HashSet::new();
+        tables
+            .iter()
+            .flat_map(|t| t.iter())
+            .filter(|d| !seen.insert(d.name))
+            .map(|d| d.name)
+            .collect()
+    }
+
+    pub fn defs(&self) -> &[&'static ParamDef] {
+        &self.defs
+    }
+
+    pub fn index(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
+    /// Index of a declared parameter, or `ParamError::Unknown`.
+    pub fn require(&self, name: &str) -> Result<usize, ParamError> {
+        self.index(name).ok_or_else(|| ParamError::Unknown {
+            name: name.to_string(),
+        })
+    }
+
+    pub fn def(&self, idx: usize) -> Option<&'static ParamDef> {
+        self.defs.get(idx).copied()
+    }
+
+    /// Incremented on every change; plugins re-read their settings when it moves.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    pub fn get(&self, idx: usize) -> Option<ParamValue> {
+        self.values.read().get(idx).cloned()
+    }
+
+    pub fn get_f64(&self, idx: usize) -> f64 {
+        self.values.read().get(idx).and_then(|v| v.as_f64()).unwrap_or(0.0)
+    }
+
+    pub fn get_i64(&self, idx: usize) -> i64 {
+        self.values.read().get(idx).and_then(|v| v.as_i64()).unwrap_or(0)
+    }
+
+    pub fn get_str(&self, idx: usize) -> String {
+        match self.values.read().get(idx) {
+            Some(ParamValue::Str(s)) => s.clone(),
+            Some(v) => v.to_string(),
+            None => String::new(),
+        }
+    }
+
+    pub fn get_by_name(&self, name: &str) -> Result<ParamValue, ParamError> {
+        let idx = self.require(name)?;
+        Ok(self.values.read()[idx].clone())
+    }
+
+    /// Runs `f` over all values under one read lock (settings snapshots).
+    pub fn with_values<R>(&self, f: impl FnOnce(&[ParamValue]) -> R) -> R {
+        f(&self.values.read())
+    }
+
+    /// An external write (PV put, config key, API): validated, refused if read-only.
+    /// Returns the value stored.
+    pub fn put(&self, name: &str, value: ParamValue) -> Result<ParamValue, ParamError> {
+        let idx = self.require(name)?;
+        let def = self.defs[idx];
+        if !def.writable() {
+            return Err(ParamError::ReadOnly {
+                name: name.to_string(),
+            });
+        }
+        let v = def.coerce(value)?;
+        self.store(idx, v.clone(), true);
+        Ok(v)
+    }
+
+    /// An internal write (driver/plugin results, readbacks): type-checked, access ignored.
+    /// Listeners are told only when the value changes.
+    pub fn set(&self, idx: usize, value: impl Into<ParamValue>) -> Result<(), ParamError> {
+        let def = self.defs.get(idx).ok_or_else(|| ParamError::Unknown {
+            name: format!("#{idx}"),
+        })?;
+        let v = coerce_internal(def, value.into())?;
+        self.store(idx, v, false);
+        Ok(())
+    }
+
+    /// Internal write by name.
+    pub fn set_by_name(&self, name: &str, value: impl Into<ParamValue>) -> Result<(), ParamError> {
+        let idx = self.require(name)?;
+        self.set(idx, value)
+    }
+
+    /// Several internal writes under one lock (a plugin's results for one frame).
+    pub fn set_many(&self, writes: &[(usize, ParamValue)]) {
+        let mut changed = Vec::new();
+        {
+            let mut values = self.values.write();
+            for (idx, v) in writes {
+                let Some(def) = self.defs.get(*idx) else { continue };
+                let Ok(v) = coerce_internal(def, v.clone()) else { continue };
+                if values[*idx] != v {
+                    values[*idx] = v.clone();
+                    changed.push((*idx, v));
+                }
+            }
+        }
+        if !changed.is_empty() {
+            self.version.fetch_add(1, Ordering::AcqRel);
+            self.notify(&changed);
+        }
+    }
+
+    fn store(&self, idx: usize, v: ParamValue, always_notify: bool) {
+        let changed = {
+            let mut values = self.values.write();
+            let changed = values[idx] != v;
+            if changed {
+                values[idx] = v.clone();
+            }
+            changed
+        };
+        if changed {
+            self.version.fetch_add(1, Ordering::AcqRel);
+        }
+        if changed || always_notify {
+            self.notify(&[(idx, v)]);
+        }
+    }
+
+    fn notify(&self, changes: &[(usize, ParamValue)]) {
+        let listeners: Vec<Listener> = self.listeners.lock().clone();
+        for l in &listeners {
+            for (idx, v) in changes {
+                l(*idx, v);
+            }
+        }
+    }
+
+    /// Calls `f(index, new value)` after each change (and after every external write, even
+    /// of the same value, so that command parameters like `Acquire` or `ResetFilter` fire).
+    pub fn subscribe(&self, f: impl Fn(usize, &ParamValue) + Send + Sync + 'static) {
+        self.listeners.lock().push(Arc::new(f));
+    }
+
+    /// Every PV suffix with its value as JSON (enums as strings), in declaration order.
+    pub fn to_json(&self) -> serde_json::Map<String, serde_json::Value> {
+        let values = self.values.read();
+        let mut map = serde_json::Map::new();
+        for (def, v) in self.defs.iter().zip(values.iter()) {
+            let j = def.to_json(v);
+            for pv in def.pv_names() {
+                map.insert(pv, j.clone());
+            }
+        }
+        map
+    }
+}
+
+fn coerce_internal(def: &ParamDef, v: ParamValue) -> Result<ParamValue, ParamError> {
+    // Results may legitimately fall outside user limits; only the type is enforced.
+    match (&def.kind, v) {
+        (ParamKind::Int32 | ParamKind::Int64 | ParamKind::Enum(_), ParamValue::Int(i)) => {
+            Ok(ParamValue::Int(i))
+        }
+        (ParamKind::Int32 | ParamKind::Int64 | ParamKind::Enum(_), ParamValue::Float(f)) => {
+            Ok(ParamValue::Int(f as i64))
+        }
+        (ParamKind::Float64, ParamValue::Float(f)) => Ok(ParamValue::Float(f)),
+        (ParamKind::Float64, ParamValue::Int(i)) => Ok(ParamValue::Float(i as f64)),
+        (ParamKind::String, ParamValue::Str(s)) => Ok(ParamValue::Str(s)),
+        (ParamKind::Array(_), ParamValue::Array(a)) => Ok(ParamValue::Array(a)),
+        (_, v) => def.coerce(v),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TABLE: &[ParamDef] = &[
+        ParamDef::int32("SizeX", 100).range(1.0, 1000.0).doc("size"),
+        ParamDef::float64("Gain", 1.0),
+        ParamDef::enumeration("ImageMode", &["Single", "Multiple", "Continuous"], 2),
+        ParamDef::string("Name", "x"),
+        ParamDef::int32("MaxSizeX", 1024).read_only(),
+        ParamDef::int32("QueueFree", 0).read_only_plain(),
+    ];
+
+    #[test]
+    fn validates_and_refuses_without_change() {
+        let s = ParamStore::new(&[TABLE]);
+        assert_eq!(s.put("SizeX", 512.into()).unwrap(), ParamValue::Int(512));
+        let e = s.put("SizeX", 0.into()).unwrap_err();
+        assert!(e.to_string().contains("SizeX") && e.to_string().contains("out of range"));
+        assert_eq!(s.get_by_name("SizeX").unwrap(), ParamValue::Int(512));
+        assert!(matches!(s.put("MaxSizeX", 1.into()), Err(ParamError::ReadOnly { .. })));
+        assert!(matches!(s.put("Nope", 1.into()), Err(ParamError::Unknown { .. })));
+        assert!(s.put("SizeX", "abc".into()).is_err());
+        assert!(s.put("SizeX", 1.5.into()).is_err());
+    }
+
+    #[test]
+    fn enums_take_string_or_index() {
+        let s = ParamStore::new(&[TABLE]);
+        s.put("ImageMode", "Multiple".into()).unwrap();
+        assert_eq!(s.get_i64(s.index("ImageMode").unwrap()), 1);
+        s.put("ImageMode", 0.into()).unwrap();
+        s.put("ImageMode", "2".into()).unwrap();
+        let e = s.put("ImageMode", "Sometimes".into()).unwrap_err();
+        assert!(e.to_string().contains("Single, Multiple, Continuous"));
+        assert!(s.put("ImageMode", 3.into()).is_err());
+        assert_eq!(s.to_json()["ImageMode_RBV"], "Continuous");
+    }
+
+    #[test]
+    fn pv_names_follow_access() {
+        let s = ParamStore::new(&[TABLE]);
+        let j = s.to_json();
+        assert!(j.contains_key("SizeX") && j.contains_key("SizeX_RBV"));
+        assert!(j.contains_key("MaxSizeX_RBV") && !j.contains_key("MaxSizeX"));
+        assert!(j.contains_key("QueueFree") && !j.contains_key("QueueFree_RBV"));
+    }
+
+    #[test]
+    fn listeners_and_version() {
+        let s = ParamStore::new(&[TABLE]);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seen2 = seen.clone();
+        s.subscribe(move |i, v| seen2.lock().push((i, v.clone())));
+        let v0 = s.version();
+        s.set(1, 2.5).unwrap();
+        s.set(1, 2.5).unwrap(); // unchanged: no notification
+        s.put("Gain", 2.5.into()).unwrap(); // external write notifies even when equal
+        assert_eq!(s.version(), v0 + 1);
+        assert_eq!(seen.lock().len(), 2);
+        s.set_many(&[(0, 7.into()), (1, 3.0.into())]);
+        assert_eq!(seen.lock().len(), 4);
+    }
+
+    #[test]
+    fn duplicates_detected() {
+        assert!(ParamStore::duplicate_names(&[TABLE]).is_empty());
+        assert_eq!(ParamStore::duplicate_names(&[TABLE, TABLE]).len(), TABLE.len());
+    }
+}

@@ -1,0 +1,19 @@
+//! # ndflow-plugins: processing plugins, one file each
+//!
+//! Each plugin implements [`ndflow_runtime::Plugin`]: it declares its parameters once (a
+//! `const` table, areaDetector's names) and turns one input frame into results (parameters)
+//! and/or output frames. Queues, threads, counters, sorting and throttling are the runtime's.
+//! Pixel kernels are generic over [`ndflow_core::Pixel`] and monomorphised per data type with
+//! [`ndflow_core::with_pixel_type!`].
+//!
+//! | file | areaDetector plugin |
+//! |---|---|
+//! | `process.rs` | NDPluginProcess: background, flat field, offset/scale, clipping, recursive filter |
+//! | `roi.rs` | NDPluginROI: N-D region, binning, reverse, scale, type, collapse |
+//! | `stats.rs` | NDPluginStats: statistics, centroid/moments, profiles, histogram |
+//! | `std_arrays.rs` | NDPluginStdArrays: the latest frame as an array parameter |
+
+pub mod process;
+pub mod roi;
+pub mod stats;
+pub mod std_arrays;

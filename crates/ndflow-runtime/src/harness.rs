@@ -1,0 +1,57 @@
+//! Running one plugin by hand, without a graph: for unit tests and micro-benchmarks.
+
+use std::sync::Arc;
+
+use ndflow_core::{NDArray, ParamError, ParamStore, ParamValue, Pool};
+
+use crate::params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
+use crate::plugin::{pool_of, Plugin, PluginError, ProcessContext};
+
+/// A plugin with its parameter store (base + its own), processing frames synchronously.
+pub struct PluginHarness<P: Plugin> {
+    pub plugin: P,
+    pub params: ParamStore,
+    pub pool: Pool,
+}
+
+impl<P: Plugin> PluginHarness<P> {
+    pub fn new(plugin: P) -> Self {
+        let params = ParamStore::new(&[ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS, plugin.params()]);
+        PluginHarness {
+            plugin,
+            params,
+            pool: Pool::unlimited(),
+        }
+    }
+
+    /// An external write, as a PV put or config key would do; tells the plugin.
+    pub fn put(&self, name: &str, value: impl Into<ParamValue>) -> Result<(), ParamError> {
+        let v = self.params.put(name, value.into())?;
+        let idx = self.params.require(name)?;
+        self.plugin.param_changed(&self.params, idx, &v);
+        Ok(())
+    }
+
+    pub fn get(&self, name: &str) -> ParamValue {
+        self.params
+            .get_by_name(name)
+            .unwrap_or(ParamValue::Str(format!("<no parameter {name}>")))
+    }
+
+    pub fn get_f64(&self, name: &str) -> f64 {
+        self.get(name).as_f64().unwrap_or(f64::NAN)
+    }
+
+    /// Processes one frame and returns what the plugin emitted.
+    pub fn process(&self, frame: NDArray) -> Result<Vec<Arc<NDArray>>, PluginError> {
+        self.process_arc(&Arc::new(frame))
+    }
+
+    pub fn process_arc(&self, frame: &Arc<NDArray>) -> Result<Vec<Arc<NDArray>>, PluginError> {
+        let mut out = Vec::new();
+        let pool = pool_of(frame, &self.pool);
+        let mut ctx = ProcessContext::new(&self.params, &pool, &mut out);
+        self.plugin.process(frame, &mut ctx)?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,83 @@
+//! The [`Plugin`] trait: what a processing plugin implements. The runtime supplies queues,
+//! threads, counters, sorting and throttling (NDPluginDriver's job); a plugin only turns one
+//! input frame into results and/or output frames.
+
+use std::sync::Arc;
+
+use ndflow_core::{BufferMut, CoreError, NDArray, ParamDef, ParamStore, ParamValue, Pool};
+use thiserror::Error;
+
+/// Why a plugin could not process a frame. The runtime counts the frame as dropped with
+/// reason "error" and logs the message once per distinct kind.
+#[derive(Debug, Error)]
+pub enum PluginError {
+    #[error(transparent)]
+    Core(#[from] CoreError),
+    #[error("unsupported input: {0}")]
+    Unsupported(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A processing plugin. `process` may run on several worker threads at once when
+/// `max_threads() > 1`, so state that changes per frame needs its own lock.
+///
+/// Settings: read them from `ctx.params` (this port's store, base parameters plus
+/// `params()`). To avoid a lookup per parameter per frame, cache indices at construction
+/// (`ParamStore::index` is stable) or cache a settings struct keyed by `ParamStore::version`.
+pub trait Plugin: Send + Sync + 'static {
+    /// PluginType_RBV, e.g. "NDPluginROI".
+    fn plugin_type(&self) -> &'static str;
+    /// This plugin's own parameter declarations (the runtime adds NDPluginDriver's).
+    fn params(&self) -> &'static [ParamDef];
+    /// MaxThreads_RBV: 1 for plugins whose processing is inherently serial.
+    fn max_threads(&self) -> usize {
+        1
+    }
+    /// Whether compressed frames are accepted (others are dropped with reason "unsupported").
+    fn accepts_compressed(&self) -> bool {
+        false
+    }
+    /// Processes one frame; outputs go through `ctx.emit`.
+    fn process(&self, input: &Arc<NDArray>, ctx: &mut ProcessContext<'_>)
+        -> Result<(), PluginError>;
+    /// Told of every external write to this port's parameters (commands such as ResetFilter).
+    fn param_changed(&self, _params: &ParamStore, _idx: usize, _value: &ParamValue) {}
+}
+
+/// What a plugin sees while processing one frame.
+pub struct ProcessContext<'a> {
+    pub params: &'a ParamStore,
+    pool: &'a Pool,
+    outputs: &'a mut Vec<Arc<NDArray>>,
+}
+
+impl<'a> ProcessContext<'a> {
+    pub fn new(params: &'a ParamStore, pool: &'a Pool, outputs: &'a mut Vec<Arc<NDArray>>) -> Self {
+        ProcessContext {
+            params,
+            pool,
+            outputs,
+        }
+    }
+
+    /// The pool of the input frame (areaDetector allocates outputs from the source's pool).
+    pub fn pool(&self) -> &Pool {
+        self.pool
+    }
+
+    /// A buffer of `len` bytes from the pool; a cap hit becomes an error (frame counted).
+    pub fn alloc(&self, len: usize) -> Result<BufferMut, PluginError> {
+        Ok(self.pool.alloc(len)?)
+    }
+
+    /// Passes a frame downstream (after sorting/throttling by the runtime).
+    pub fn emit(&mut self, frame: impl Into<Arc<NDArray>>) {
+        self.outputs.push(frame.into());
+    }
+}
+
+/// Pool to use for a frame: its own buffer's pool, else `fallback`.
+pub fn pool_of(frame: &NDArray, fallback: &Pool) -> Pool {
+    frame.buffer.pool().unwrap_or_else(|| fallback.clone())
+}
