@@ -45,7 +45,9 @@ impl DataType {
     }
 
     pub fn from_index(i: i64) -> Option<DataType> {
-        usize::try_from(i).ok().and_then(|i| Self::ALL.get(i).copied())
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| Self::ALL.get(i).copied())
     }
 
     pub fn from_name(s: &str) -> Result<DataType, CoreError> {
@@ -159,16 +161,56 @@ impl_pixel_float!(f32 => Float32, f64 => Float64);
 macro_rules! with_pixel_type {
     ($dt:expr, $T:ident => $body:expr) => {
         match $dt {
-            $crate::DataType::Int8 => { #[allow(dead_code)] type $T = i8; $body }
-            $crate::DataType::UInt8 => { #[allow(dead_code)] type $T = u8; $body }
-            $crate::DataType::Int16 => { #[allow(dead_code)] type $T = i16; $body }
-            $crate::DataType::UInt16 => { #[allow(dead_code)] type $T = u16; $body }
-            $crate::DataType::Int32 => { #[allow(dead_code)] type $T = i32; $body }
-            $crate::DataType::UInt32 => { #[allow(dead_code)] type $T = u32; $body }
-            $crate::DataType::Int64 => { #[allow(dead_code)] type $T = i64; $body }
-            $crate::DataType::UInt64 => { #[allow(dead_code)] type $T = u64; $body }
-            $crate::DataType::Float32 => { #[allow(dead_code)] type $T = f32; $body }
-            $crate::DataType::Float64 => { #[allow(dead_code)] type $T = f64; $body }
+            $crate::DataType::Int8 => {
+                #[allow(dead_code)]
+                type $T = i8;
+                $body
+            }
+            $crate::DataType::UInt8 => {
+                #[allow(dead_code)]
+                type $T = u8;
+                $body
+            }
+            $crate::DataType::Int16 => {
+                #[allow(dead_code)]
+                type $T = i16;
+                $body
+            }
+            $crate::DataType::UInt16 => {
+                #[allow(dead_code)]
+                type $T = u16;
+                $body
+            }
+            $crate::DataType::Int32 => {
+                #[allow(dead_code)]
+                type $T = i32;
+                $body
+            }
+            $crate::DataType::UInt32 => {
+                #[allow(dead_code)]
+                type $T = u32;
+                $body
+            }
+            $crate::DataType::Int64 => {
+                #[allow(dead_code)]
+                type $T = i64;
+                $body
+            }
+            $crate::DataType::UInt64 => {
+                #[allow(dead_code)]
+                type $T = u64;
+                $body
+            }
+            $crate::DataType::Float32 => {
+                #[allow(dead_code)]
+                type $T = f32;
+                $body
+            }
+            $crate::DataType::Float64 => {
+                #[allow(dead_code)]
+                type $T = f64;
+                $body
+            }
         }
     };
 }
@@ -196,7 +238,10 @@ mod tests {
             assert_eq!(DataType::from_name(dt.name()).unwrap(), *dt);
             assert_eq!(DataType::from_index(i as i64), Some(*dt));
             assert_eq!(with_pixel_type!(*dt, T => T::DATA_TYPE), *dt);
-            assert_eq!(with_pixel_type!(*dt, T => std::mem::size_of::<T>()), dt.size());
+            assert_eq!(
+                with_pixel_type!(*dt, T => std::mem::size_of::<T>()),
+                dt.size()
+            );
         }
         assert!(DataType::from_name("UInt9").is_err());
         assert_eq!(DataType::from_index(10), None);

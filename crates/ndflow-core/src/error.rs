@@ -4,11 +4,18 @@ use thiserror::Error;
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum CoreError {
     #[error("pool memory cap reached: need {requested} bytes, {used} of {max} in use")]
-    PoolExhausted { requested: usize, used: usize, max: usize },
+    PoolExhausted {
+        requested: usize,
+        used: usize,
+        max: usize,
+    },
     #[error("frame has {0} dimensions; 1..=10 are allowed")]
     BadDims(usize),
     #[error("data type mismatch: frame is {actual}, caller asked for {wanted}")]
-    TypeMismatch { actual: &'static str, wanted: &'static str },
+    TypeMismatch {
+        actual: &'static str,
+        wanted: &'static str,
+    },
     #[error("frame is compressed with codec '{0}'")]
     Compressed(String),
     #[error("buffer holds {have} bytes but the dims need {need}")]

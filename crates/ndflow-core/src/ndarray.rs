@@ -95,7 +95,9 @@ impl ColorMode {
         ColorMode::YUV411,
     ];
     pub fn from_index(i: i64) -> Option<ColorMode> {
-        usize::try_from(i).ok().and_then(|i| Self::ALL.get(i).copied())
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| Self::ALL.get(i).copied())
     }
     pub fn name(self) -> &'static str {
         Self::NAMES[self as usize]
@@ -299,7 +301,11 @@ impl NDArray {
             strides[i] = strides[i - 1] * size(i - 1);
         }
         let stride = |d: usize| if d < n { strides[d] } else { 0 };
-        let color_size = if color_dim == usize::MAX { 1 } else { size(color_dim) };
+        let color_size = if color_dim == usize::MAX {
+            1
+        } else {
+            size(color_dim)
+        };
         ArrayInfo {
             n_elements: self.n_elements(),
             bytes_per_element: self.data_type.size(),
@@ -313,7 +319,11 @@ impl NDArray {
             color_size,
             x_stride: stride(x_dim),
             y_stride: stride(y_dim),
-            color_stride: if color_dim == usize::MAX { 0 } else { stride(color_dim) },
+            color_stride: if color_dim == usize::MAX {
+                0
+            } else {
+                stride(color_dim)
+            },
         }
     }
 }

@@ -102,7 +102,11 @@ impl ParamDef {
         choices: &'static [&'static str],
         default: i32,
     ) -> ParamDef {
-        Self::base(name, ParamKind::Enum(choices), DefaultValue::Int(default as i64))
+        Self::base(
+            name,
+            ParamKind::Enum(choices),
+            DefaultValue::Int(default as i64),
+        )
     }
     /// No/Yes enum (areaDetector's bo records), default 0 = No.
     pub const fn yes_no(name: &'static str, default: i32) -> ParamDef {
@@ -483,11 +487,19 @@ impl ParamStore {
     }
 
     pub fn get_f64(&self, idx: usize) -> f64 {
-        self.values.read().get(idx).and_then(|v| v.as_f64()).unwrap_or(0.0)
+        self.values
+            .read()
+            .get(idx)
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0)
     }
 
     pub fn get_i64(&self, idx: usize) -> i64 {
-        self.values.read().get(idx).and_then(|v| v.as_i64()).unwrap_or(0)
+        self.values
+            .read()
+            .get(idx)
+            .and_then(|v| v.as_i64())
+            .unwrap_or(0)
     }
 
     pub fn get_str(&self, idx: usize) -> String {
@@ -546,8 +558,12 @@ impl ParamStore {
         {
             let mut values = self.values.write();
             for (idx, v) in writes {
-                let Some(def) = self.defs.get(*idx) else { continue };
-                let Ok(v) = coerce_internal(def, v.clone()) else { continue };
+                let Some(def) = self.defs.get(*idx) else {
+                    continue;
+                };
+                let Ok(v) = coerce_internal(def, v.clone()) else {
+                    continue;
+                };
                 if values[*idx] != v {
                     values[*idx] = v.clone();
                     changed.push((*idx, v));
@@ -643,8 +659,14 @@ mod tests {
         let e = s.put("SizeX", 0.into()).unwrap_err();
         assert!(e.to_string().contains("SizeX") && e.to_string().contains("out of range"));
         assert_eq!(s.get_by_name("SizeX").unwrap(), ParamValue::Int(512));
-        assert!(matches!(s.put("MaxSizeX", 1.into()), Err(ParamError::ReadOnly { .. })));
-        assert!(matches!(s.put("Nope", 1.into()), Err(ParamError::Unknown { .. })));
+        assert!(matches!(
+            s.put("MaxSizeX", 1.into()),
+            Err(ParamError::ReadOnly { .. })
+        ));
+        assert!(matches!(
+            s.put("Nope", 1.into()),
+            Err(ParamError::Unknown { .. })
+        ));
         assert!(s.put("SizeX", "abc".into()).is_err());
         assert!(s.put("SizeX", 1.5.into()).is_err());
     }
@@ -690,6 +712,9 @@ mod tests {
     #[test]
     fn duplicates_detected() {
         assert!(ParamStore::duplicate_names(&[TABLE]).is_empty());
-        assert_eq!(ParamStore::duplicate_names(&[TABLE, TABLE]).len(), TABLE.len());
+        assert_eq!(
+            ParamStore::duplicate_names(&[TABLE, TABLE]).len(),
+            TABLE.len()
+        );
     }
 }

@@ -82,7 +82,9 @@ pub struct Pool {
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pool").field("stats", &self.stats()).finish()
+        f.debug_struct("Pool")
+            .field("stats", &self.stats())
+            .finish()
     }
 }
 
@@ -169,7 +171,10 @@ impl Pool {
     /// Frees every buffer on the free list (EmptyFreeList).
     pub fn empty_free_list(&self) {
         let mut st = self.shared.state.lock();
-        let freed: Vec<Storage> = std::mem::take(&mut st.free).into_values().flatten().collect();
+        let freed: Vec<Storage> = std::mem::take(&mut st.free)
+            .into_values()
+            .flatten()
+            .collect();
         for s in &freed {
             st.stats.used_mem -= s.capacity();
         }
@@ -381,7 +386,10 @@ mod tests {
         let c = pool.alloc(1024).unwrap();
         let d = pool.alloc(1024).unwrap();
         let err = pool.alloc(64).unwrap_err();
-        assert!(matches!(err, CoreError::PoolExhausted { requested: 64, .. }));
+        assert!(matches!(
+            err,
+            CoreError::PoolExhausted { requested: 64, .. }
+        ));
         assert_eq!(pool.stats().refused, 1);
         drop((a, b, c, d));
         assert_eq!(pool.stats().free_buffers, 4);
@@ -390,7 +398,14 @@ mod tests {
         assert_eq!(pool.stats().used_mem, 4096);
         drop(e);
         pool.empty_free_list();
-        assert_eq!(pool.stats(), PoolStats { max_mem: 4096, refused: 1, ..Default::default() });
+        assert_eq!(
+            pool.stats(),
+            PoolStats {
+                max_mem: 4096,
+                refused: 1,
+                ..Default::default()
+            }
+        );
     }
 
     #[test]

@@ -39,8 +39,11 @@ pub trait Plugin: Send + Sync + 'static {
         false
     }
     /// Processes one frame; outputs go through `ctx.emit`.
-    fn process(&self, input: &Arc<NDArray>, ctx: &mut ProcessContext<'_>)
-        -> Result<(), PluginError>;
+    fn process(
+        &self,
+        input: &Arc<NDArray>,
+        ctx: &mut ProcessContext<'_>,
+    ) -> Result<(), PluginError>;
     /// Told of every external write to this port's parameters (commands such as ResetFilter).
     fn param_changed(&self, _params: &ParamStore, _idx: usize, _value: &ParamValue) {}
 }

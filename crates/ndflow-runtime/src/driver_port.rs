@@ -1,0 +1,316 @@
+//! A driver port: the acquisition thread with ADDriver's behaviour (reference §2, §3):
+//! ImageMode Single/Multiple/Continuous, exposure and period timing, DetectorState,
+//! uniqueId and timestamps, ArrayCallbacks, WaitForPlugins, and the pool.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ndflow_core::{CoreError, NDArray, ParamStore, ParamValue, Pool};
+use parking_lot::{Condvar, Mutex};
+
+use crate::driver::{Driver, DriverError};
+use crate::meta::{FrameMeta, MetaIdx};
+use crate::params::DetectorState;
+use crate::plugin_port::Fanout;
+
+/// Frames held by plugins downstream (for WaitForPlugins and NumQueuedArrays).
+pub(crate) type BusyProbe = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+#[derive(Default)]
+struct Control {
+    acquire: bool,
+    shutdown: bool,
+}
+
+pub struct DriverPort {
+    pub name: String,
+    pub params: Arc<ParamStore>,
+    pub pool: Pool,
+    pub(crate) fanout: Fanout,
+    ctl: Mutex<Control>,
+    cv: Condvar,
+    array_counter: AtomicI64,
+    images_counter: AtomicI64,
+    dropped: AtomicU64,
+    state: AtomicU8,
+    /// True from Acquire = 1 until the acquisition (and WaitForPlugins) is complete.
+    busy: AtomicBool,
+    meta: Mutex<FrameMeta>,
+    meta_idx: MetaIdx,
+    rate: Mutex<(Instant, i64)>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    busy_probe: BusyProbe,
+}
+
+impl DriverPort {
+    pub(crate) fn start(
+        name: &str,
+        mut driver: Box<dyn Driver>,
+        params: Arc<ParamStore>,
+        busy_probe: BusyProbe,
+    ) -> Result<Arc<DriverPort>, DriverError> {
+        let _ = params.set_by_name("PortName", name);
+        driver.init(&params)?;
+        let max_mb = params
+            .index("PoolMaxMem")
+            .map_or(0.0, |i| params.get_f64(i));
+        let pool = Pool::new((max_mb * 1e6) as usize);
+        let port = Arc::new(DriverPort {
+            name: name.to_string(),
+            meta_idx: MetaIdx::new(&params),
+            params,
+            pool,
+            fanout: Fanout::default(),
+            ctl: Mutex::new(Control::default()),
+            cv: Condvar::new(),
+            array_counter: AtomicI64::new(0),
+            images_counter: AtomicI64::new(0),
+            dropped: AtomicU64::new(0),
+            state: AtomicU8::new(DetectorState::Idle as u8),
+            busy: AtomicBool::new(false),
+            meta: Mutex::new(FrameMeta::default()),
+            rate: Mutex::new((Instant::now(), 0)),
+            thread: Mutex::new(None),
+            busy_probe,
+        });
+        let p = port.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("ndflow-driver-{name}"))
+            .spawn(move || p.thread_main(driver))
+            .map_err(|e| DriverError::Other(format!("cannot start the acquisition thread: {e}")))?;
+        *port.thread.lock() = Some(handle);
+        Ok(port)
+    }
+
+    /// True while an acquisition is running (including the wait for plugins).
+    pub fn is_busy(&self) -> bool {
+        self.busy.load(Ordering::Acquire) || self.ctl.lock().acquire
+    }
+
+    pub fn array_counter(&self) -> i64 {
+        self.array_counter.load(Ordering::Acquire)
+    }
+
+    /// Frames dropped at the source because the pool was exhausted.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Acquire)
+    }
+
+    pub fn subscriber_names(&self) -> Vec<String> {
+        self.fanout.subscriber_names()
+    }
+
+    pub(crate) fn on_put(&self, idx: usize, value: &ParamValue) {
+        let name = self.params.def(idx).map_or("", |d| d.name);
+        let v = value.as_f64().unwrap_or(0.0);
+        match name {
+            "Acquire" => {
+                let mut c = self.ctl.lock();
+                c.acquire = v != 0.0;
+                if c.acquire {
+                    self.busy.store(true, Ordering::Release);
+                }
+                self.cv.notify_all();
+            }
+            "ArrayCounter" => self.array_counter.store(v as i64, Ordering::Release),
+            "PoolMaxMem" => self.pool.set_max_mem((v.max(0.0) * 1e6) as usize),
+            "EmptyFreeList" if v != 0.0 => {
+                self.pool.empty_free_list();
+                let _ = self.params.set(idx, 0);
+            }
+            "PreAllocBuffers" if v != 0.0 => {
+                let n = self.get_f64("NumPreAllocBuffers").max(0.0) as usize;
+                let bytes = self.get_f64("ArraySize").max(0.0) as usize;
+                if let Err(e) = self.pool.preallocate(n, bytes) {
+                    let _ = self.params.set_by_name("StatusMessage", e.to_string());
+                }
+                let _ = self.params.set(idx, 0);
+            }
+            _ => {}
+        }
+        self.publish(false);
+    }
+
+    fn get_f64(&self, name: &str) -> f64 {
+        self.params
+            .index(name)
+            .map_or(0.0, |i| self.params.get_f64(i))
+    }
+
+    fn set_state(&self, s: DetectorState) {
+        self.state.store(s as u8, Ordering::Release);
+    }
+
+    /// Waits up to `d`; returns false if acquisition was stopped meanwhile.
+    fn wait_running(&self, d: Duration) -> bool {
+        let deadline = Instant::now() + d;
+        let mut c = self.ctl.lock();
+        while c.acquire && !c.shutdown {
+            if self.cv.wait_until(&mut c, deadline).timed_out() {
+                break;
+            }
+        }
+        c.acquire && !c.shutdown
+    }
+
+    fn thread_main(self: Arc<Self>, mut driver: Box<dyn Driver>) {
+        loop {
+            {
+                let mut c = self.ctl.lock();
+                while !c.acquire && !c.shutdown {
+                    self.cv.wait(&mut c);
+                }
+                if c.shutdown {
+                    return;
+                }
+            }
+            self.acquisition(driver.as_mut());
+        }
+    }
+
+    fn acquisition(&self, driver: &mut dyn Driver) {
+        self.busy.store(true, Ordering::Release);
+        let p = &self.params;
+        let _ = p.set_by_name("AcquireBusy", 1);
+        let _ = p.set_by_name("StatusMessage", "Acquiring");
+        self.images_counter.store(0, Ordering::Release);
+        let mut outcome = DetectorState::Idle;
+        let mode = self.get_f64("ImageMode") as i64;
+        if let Err(e) = driver.start(p) {
+            let _ = p.set_by_name("StatusMessage", e.to_string());
+            outcome = DetectorState::Error;
+        }
+        while outcome == DetectorState::Idle {
+            if !self.ctl.lock().acquire {
+                outcome = DetectorState::Aborted;
+                break;
+            }
+            let t0 = Instant::now();
+            self.set_state(DetectorState::Acquire);
+            let result = driver.acquire(p, &self.pool);
+            let exposure = self.get_f64("AcquireTime").max(0.0);
+            let left = exposure - t0.elapsed().as_secs_f64();
+            if left > 0.0 && !self.wait_running(Duration::from_secs_f64(left)) {
+                outcome = DetectorState::Aborted;
+                break;
+            }
+            self.set_state(DetectorState::Readout);
+            match result {
+                Ok(frame) => self.publish_frame(frame),
+                Err(DriverError::Core(CoreError::PoolExhausted { .. })) => {
+                    self.dropped.fetch_add(1, Ordering::AcqRel);
+                }
+                Err(e) => {
+                    let _ = p.set_by_name("StatusMessage", format!("Error: {e}"));
+                    tracing::error!("{}: acquisition stopped: {e}", self.name);
+                    outcome = DetectorState::Error;
+                    break;
+                }
+            }
+            let done = self.images_counter.load(Ordering::Acquire);
+            let num = self.get_f64("NumImages").max(1.0) as i64;
+            if (mode == 0 && done >= 1) || (mode == 1 && done >= num) {
+                break;
+            }
+            let period = self.get_f64("AcquirePeriod").max(0.0);
+            let left = period - t0.elapsed().as_secs_f64();
+            if left > 0.0 {
+                self.set_state(DetectorState::Waiting);
+                if !self.wait_running(Duration::from_secs_f64(left)) {
+                    outcome = DetectorState::Aborted;
+                    break;
+                }
+            }
+        }
+        if outcome == DetectorState::Aborted && mode == 2 {
+            outcome = DetectorState::Idle; // stopping Continuous mode is the normal end
+        }
+        self.set_state(outcome);
+        self.publish(false);
+        if self.get_f64("WaitForPlugins") != 0.0 {
+            while (self.busy_probe)() > 0 && !self.ctl.lock().shutdown {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        self.ctl.lock().acquire = false;
+        let _ = p.set_by_name("Acquire", 0);
+        let _ = p.set_by_name("AcquireBusy", 0);
+        let msg = match outcome {
+            DetectorState::Aborted => "Aborted".to_string(),
+            DetectorState::Error => {
+                p.get_by_name("StatusMessage")
+                    .map_or(String::new(), |v| match v {
+                        ParamValue::Str(s) => s,
+                        other => other.to_string(),
+                    })
+            }
+            _ => "Acquisition complete".to_string(),
+        };
+        let _ = p.set_by_name("StatusMessage", msg);
+        self.busy.store(false, Ordering::Release);
+        self.publish(false);
+    }
+
+    fn publish_frame(&self, mut frame: NDArray) {
+        let id = self.array_counter.fetch_add(1, Ordering::AcqRel) + 1;
+        frame.unique_id = id as i32;
+        frame.stamp_now();
+        self.images_counter.fetch_add(1, Ordering::AcqRel);
+        self.meta.lock().update(&frame);
+        if self.get_f64("ArrayCallbacks") != 0.0 {
+            self.fanout.offer_all(&Arc::new(frame));
+        }
+    }
+
+    /// Writes counters, state and pool statistics to the parameters.
+    pub(crate) fn publish(&self, rate_tick: bool) {
+        let p = &self.params;
+        let mut w: Vec<(usize, ParamValue)> = Vec::with_capacity(24);
+        let mut put = |n: &str, v: ParamValue| {
+            if let Some(i) = p.index(n) {
+                w.push((i, v));
+            }
+        };
+        let counter = self.array_counter();
+        put("ArrayCounter", counter.into());
+        put(
+            "NumImagesCounter",
+            self.images_counter.load(Ordering::Acquire).into(),
+        );
+        put(
+            "DetectorState",
+            (self.state.load(Ordering::Acquire) as i64).into(),
+        );
+        put("DroppedArrays", (self.dropped() as i64).into());
+        put("NumQueuedArrays", ((self.busy_probe)() as i64).into());
+        let s = self.pool.stats();
+        put("PoolUsedMem", (s.used_mem as f64 / 1e6).into());
+        put("PoolAllocBuffers", s.alloc_buffers.into());
+        put("PoolFreeBuffers", s.free_buffers.into());
+        put("PoolUsedBuffers", (s.alloc_buffers - s.free_buffers).into());
+        if rate_tick {
+            let mut r = self.rate.lock();
+            let dt = r.0.elapsed().as_secs_f64();
+            if dt > 0.0 {
+                put("ArrayRate", (((counter - r.1).max(0)) as f64 / dt).into());
+            }
+            *r = (Instant::now(), counter);
+        }
+        self.meta.lock().write_to(&self.meta_idx, &mut w);
+        p.set_many(&w);
+    }
+
+    pub(crate) fn shutdown(&self) {
+        {
+            let mut c = self.ctl.lock();
+            c.shutdown = true;
+            c.acquire = false;
+            self.cv.notify_all();
+        }
+        if let Some(h) = self.thread.lock().take() {
+            let _ = h.join();
+        }
+    }
+}

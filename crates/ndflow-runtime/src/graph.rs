@@ -1,0 +1,387 @@
+//! The graph: named ports, wiring by name (NDArrayPort), external parameter writes with
+//! their side effects, the housekeeping thread, and idle detection.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ndflow_core::{ParamError, ParamStore, ParamValue, Pool};
+use parking_lot::{Mutex, RwLock};
+use thiserror::Error;
+
+use crate::driver::{Driver, DriverError};
+use crate::driver_port::DriverPort;
+use crate::params::{ARRAY_BASE_PARAMS, DRIVER_PARAMS, PLUGIN_BASE_PARAMS};
+use crate::plugin::Plugin;
+use crate::plugin_port::{Fanout, PluginPort};
+use crate::scheduler::Scheduler;
+
+#[derive(Debug, Error)]
+pub enum GraphError {
+    #[error("a port named '{0}' already exists")]
+    DuplicatePort(String),
+    #[error("no port named '{0}'")]
+    UnknownPort(String),
+    #[error("port '{port}': {source}")]
+    Param {
+        port: String,
+        #[source]
+        source: ParamError,
+    },
+    #[error("port '{port}': {source}")]
+    Driver {
+        port: String,
+        #[source]
+        source: DriverError,
+    },
+}
+
+/// One port of the graph.
+#[derive(Clone)]
+pub enum PortHandle {
+    Driver(Arc<DriverPort>),
+    Plugin(Arc<PluginPort>),
+}
+
+impl PortHandle {
+    pub fn name(&self) -> &str {
+        match self {
+            PortHandle::Driver(d) => &d.name,
+            PortHandle::Plugin(p) => &p.name,
+        }
+    }
+    pub fn params(&self) -> &Arc<ParamStore> {
+        match self {
+            PortHandle::Driver(d) => &d.params,
+            PortHandle::Plugin(p) => &p.params,
+        }
+    }
+    fn fanout(&self) -> &Fanout {
+        match self {
+            PortHandle::Driver(d) => &d.fanout,
+            PortHandle::Plugin(p) => &p.fanout,
+        }
+    }
+}
+
+struct GraphInner {
+    ports: RwLock<Vec<PortHandle>>,
+    sched: Arc<Scheduler>,
+    fallback_pool: Pool,
+    stop: AtomicBool,
+}
+
+impl GraphInner {
+    fn busy(&self) -> u64 {
+        self.ports
+            .read()
+            .iter()
+            .map(|p| match p {
+                PortHandle::Plugin(p) => p.busy(),
+                PortHandle::Driver(_) => 0,
+            })
+            .sum()
+    }
+    fn publish(&self, rate_tick: bool) {
+        for p in self.ports.read().iter() {
+            match p {
+                PortHandle::Plugin(p) => p.publish(rate_tick),
+                PortHandle::Driver(d) => d.publish(rate_tick),
+            }
+        }
+    }
+}
+
+/// A running graph of ports. Dropping it stops every thread.
+pub struct Graph {
+    inner: Arc<GraphInner>,
+    ticker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Graph {
+    /// A graph whose plugins run on `workers` threads (0 = one per core).
+    pub fn new(workers: usize) -> Graph {
+        let n = if workers == 0 {
+            std::thread::available_parallelism().map_or(2, |n| n.get())
+        } else {
+            workers
+        };
+        let inner = Arc::new(GraphInner {
+            ports: RwLock::new(Vec::new()),
+            sched: Scheduler::start(n),
+            fallback_pool: Pool::unlimited(),
+            stop: AtomicBool::new(false),
+        });
+        let weak = Arc::downgrade(&inner);
+        let ticker = std::thread::Builder::new()
+            .name("ndflow-housekeeping".into())
+            .spawn(move || housekeeping(weak))
+            .ok();
+        Graph {
+            inner,
+            ticker: Mutex::new(ticker),
+        }
+    }
+
+    fn check_new_name(&self, name: &str) -> Result<(), GraphError> {
+        if self.port(name).is_some() {
+            return Err(GraphError::DuplicatePort(name.to_string()));
+        }
+        Ok(())
+    }
+
+    /// Adds a driver port and starts its acquisition thread (idle until Acquire = 1).
+    pub fn add_driver(
+        &self,
+        name: &str,
+        driver: Box<dyn Driver>,
+    ) -> Result<Arc<DriverPort>, GraphError> {
+        self.check_new_name(name)?;
+        let params = Arc::new(ParamStore::new(&[
+            ARRAY_BASE_PARAMS,
+            DRIVER_PARAMS,
+            driver.params(),
+        ]));
+        let weak = Arc::downgrade(&self.inner);
+        let probe = Arc::new(move || weak.upgrade().map_or(0, |g| g.busy()));
+        let port =
+            DriverPort::start(name, driver, params, probe).map_err(|e| GraphError::Driver {
+                port: name.to_string(),
+                source: e,
+            })?;
+        self.inner
+            .ports
+            .write()
+            .push(PortHandle::Driver(port.clone()));
+        Ok(port)
+    }
+
+    /// Adds a plugin port (unconnected until its NDArrayPort is set).
+    pub fn add_plugin(
+        &self,
+        name: &str,
+        plugin: Arc<dyn Plugin>,
+    ) -> Result<Arc<PluginPort>, GraphError> {
+        self.check_new_name(name)?;
+        let params = Arc::new(ParamStore::new(&[
+            ARRAY_BASE_PARAMS,
+            PLUGIN_BASE_PARAMS,
+            plugin.params(),
+        ]));
+        let port = PluginPort::new(
+            name,
+            plugin,
+            params,
+            self.inner.sched.clone(),
+            self.inner.fallback_pool.clone(),
+        );
+        self.inner
+            .ports
+            .write()
+            .push(PortHandle::Plugin(port.clone()));
+        Ok(port)
+    }
+
+    pub fn port(&self, name: &str) -> Option<PortHandle> {
+        self.inner
+            .ports
+            .read()
+            .iter()
+            .find(|p| p.name() == name)
+            .cloned()
+    }
+
+    pub fn ports(&self) -> Vec<PortHandle> {
+        self.inner.ports.read().clone()
+    }
+
+    pub fn plugin(&self, name: &str) -> Option<Arc<PluginPort>> {
+        match self.port(name) {
+            Some(PortHandle::Plugin(p)) => Some(p),
+            _ => None,
+        }
+    }
+
+    pub fn driver(&self, name: &str) -> Option<Arc<DriverPort>> {
+        match self.port(name) {
+            Some(PortHandle::Driver(d)) => Some(d),
+            _ => None,
+        }
+    }
+
+    pub fn get(&self, port: &str, param: &str) -> Result<ParamValue, GraphError> {
+        let p = self
+            .port(port)
+            .ok_or_else(|| GraphError::UnknownPort(port.to_string()))?;
+        p.params()
+            .get_by_name(param)
+            .map_err(|e| GraphError::Param {
+                port: port.to_string(),
+                source: e,
+            })
+    }
+
+    /// An external write (config file, PV put, API): validated, applied, side effects run.
+    /// A refused write changes nothing.
+    pub fn put(
+        &self,
+        port: &str,
+        param: &str,
+        value: impl Into<ParamValue>,
+    ) -> Result<ParamValue, GraphError> {
+        let value = value.into();
+        let handle = self
+            .port(port)
+            .ok_or_else(|| GraphError::UnknownPort(port.to_string()))?;
+        let perr = |e| GraphError::Param {
+            port: port.to_string(),
+            source: e,
+        };
+        let params = handle.params().clone();
+        let idx = params.require(param).map_err(perr)?;
+        if param == "NDArrayPort" {
+            if let PortHandle::Plugin(p) = &handle {
+                let def = params
+                    .def(idx)
+                    .ok_or_else(|| GraphError::UnknownPort(port.into()));
+                let v = def?.coerce(value).map_err(perr)?;
+                let source = match &v {
+                    ParamValue::Str(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                self.check_source(p, &source).map_err(perr)?;
+                let stored = params.put(param, v).map_err(perr)?;
+                self.rewire(p, &source);
+                return Ok(stored);
+            }
+        }
+        let stored = params.put(param, value).map_err(perr)?;
+        match &handle {
+            PortHandle::Plugin(p) => p.on_put(idx, &stored),
+            PortHandle::Driver(d) => d.on_put(idx, &stored),
+        }
+        Ok(stored)
+    }
+
+    fn check_source(&self, port: &Arc<PluginPort>, source: &str) -> Result<(), ParamError> {
+        let refuse = |reason: String| ParamError::Refused {
+            name: "NDArrayPort".into(),
+            value: format!("\"{source}\""),
+            reason,
+        };
+        if source.is_empty() {
+            return Ok(());
+        }
+        if self.port(source).is_none() {
+            return Err(refuse(format!("no port named '{source}'")));
+        }
+        // Walk upstream from the new source: reaching this port would make a loop.
+        let mut cur = source.to_string();
+        for _ in 0..1000 {
+            if cur == port.name {
+                return Err(refuse("the wiring would form a loop".into()));
+            }
+            match self.plugin(&cur) {
+                Some(p) => cur = p.source(),
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    fn rewire(&self, port: &Arc<PluginPort>, source: &str) {
+        let old = std::mem::replace(&mut *port.source.lock(), source.to_string());
+        if let Some(h) = self.port(&old) {
+            h.fanout().remove(port);
+        }
+        if let Some(h) = self.port(source) {
+            h.fanout().add(port.clone());
+        }
+    }
+
+    /// Frames still queued, in flight or waiting to be sorted, over all plugins.
+    pub fn busy(&self) -> u64 {
+        self.inner.busy()
+    }
+
+    /// No driver acquiring and every plugin drained.
+    pub fn is_idle(&self) -> bool {
+        let drivers_busy = self.inner.ports.read().iter().any(|p| match p {
+            PortHandle::Driver(d) => d.is_busy(),
+            PortHandle::Plugin(_) => false,
+        });
+        !drivers_busy && self.busy() == 0
+    }
+
+    /// Waits until [`Graph::is_idle`] (true) or the timeout (false).
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.is_idle() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Publishes every counter to the parameters now (the housekeeping thread does this at
+    /// a bounded rate).
+    pub fn publish_now(&self) {
+        self.inner.publish(false);
+    }
+
+    /// `{"ports": {"SIM1": {"ArrayCounter_RBV": 1000, ...}, ...}}`, keys = PV suffixes.
+    pub fn summary(&self) -> serde_json::Value {
+        self.publish_now();
+        let mut ports = serde_json::Map::new();
+        for p in self.ports() {
+            ports.insert(p.name().to_string(), p.params().to_json().into());
+        }
+        serde_json::json!({ "ports": ports })
+    }
+
+    /// Stops acquisition, workers and housekeeping. Idempotent.
+    pub fn shutdown(&self) {
+        self.inner.stop.store(true, Ordering::Release);
+        for p in self.ports() {
+            if let PortHandle::Driver(d) = p {
+                d.shutdown();
+            }
+        }
+        self.inner.sched.stop();
+        if let Some(t) = self.ticker.lock().take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Sort time-outs every 10 ms, counters every 100 ms, rates every second.
+fn housekeeping(graph: Weak<GraphInner>) {
+    let mut tick: u64 = 0;
+    loop {
+        std::thread::sleep(Duration::from_millis(10));
+        let Some(g) = graph.upgrade() else { return };
+        if g.stop.load(Ordering::Acquire) {
+            return;
+        }
+        tick += 1;
+        for p in g.ports.read().iter() {
+            if let PortHandle::Plugin(p) = p {
+                p.flush_sorted(true);
+            }
+        }
+        if tick % 10 == 0 {
+            g.publish(tick % 100 == 0);
+        }
+    }
+}

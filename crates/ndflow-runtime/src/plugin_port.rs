@@ -1,0 +1,582 @@
+//! A plugin port: bounded input queue, concurrency limit, accounting, output sorting and
+//! throttling around one [`Plugin`] (NDPluginDriver's semantics, reference §4).
+//!
+//! Every input transition (offer, drop, dequeue, finish) happens under the one queue lock,
+//! so an [`Accounting`] snapshot always balances exactly.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ndflow_core::{NDArray, ParamStore, ParamValue, Pool};
+use parking_lot::{Mutex, RwLock};
+
+use crate::accounting::{Accounting, DropReason};
+use crate::meta::{FrameMeta, MetaIdx};
+use crate::plugin::{pool_of, Plugin, ProcessContext};
+use crate::scheduler::Scheduler;
+
+const NO_ID: i64 = i64::MIN;
+
+/// The plugins subscribed to a port's output.
+#[derive(Default)]
+pub struct Fanout {
+    subs: RwLock<Vec<Arc<PluginPort>>>,
+}
+
+impl Fanout {
+    pub(crate) fn offer_all(&self, frame: &Arc<NDArray>) {
+        for s in self.subs.read().iter() {
+            s.offer(frame);
+        }
+    }
+    pub(crate) fn add(&self, port: Arc<PluginPort>) {
+        let mut subs = self.subs.write();
+        if !subs.iter().any(|p| Arc::ptr_eq(p, &port)) {
+            subs.push(port);
+        }
+    }
+    pub(crate) fn remove(&self, port: &Arc<PluginPort>) {
+        self.subs.write().retain(|p| !Arc::ptr_eq(p, port));
+    }
+    pub fn subscriber_names(&self) -> Vec<String> {
+        self.subs.read().iter().map(|p| p.name.clone()).collect()
+    }
+}
+
+/// Settings read on the offer path (kept under the queue lock).
+#[derive(Debug, Clone, Copy)]
+struct InputConfig {
+    enabled: bool,
+    blocking: bool,
+    queue_size: usize,
+    num_threads: usize,
+    min_time: Duration,
+}
+
+struct InputState {
+    cfg: InputConfig,
+    queue: VecDeque<Arc<NDArray>>,
+    running: usize,
+    offered: u64,
+    processed: u64,
+    dropped: [u64; 5],
+    in_flight: u64,
+    /// uniqueIds being processed (multiset), for exact output sorting.
+    in_flight_ids: BTreeMap<i32, u32>,
+    last_accept: Option<Instant>,
+    last_input: Option<Arc<NDArray>>,
+}
+
+struct Sorter {
+    pending: BTreeMap<(i32, u64), (Arc<NDArray>, Instant)>,
+    seq: u64,
+    sort_time: Duration,
+    sort_size: usize,
+}
+
+struct Throttle {
+    tokens: f64,
+    last: Instant,
+}
+
+/// Parameter indices the port publishes to (resolved once).
+struct BaseIdx {
+    array_counter: Option<usize>,
+    array_rate: Option<usize>,
+    offered: Option<usize>,
+    processed: Option<usize>,
+    dropped: [Option<usize>; 5],
+    dropped_arrays: Option<usize>,
+    queue_free: Option<usize>,
+    queue_use: Option<usize>,
+    in_flight: Option<usize>,
+    exec_time: Option<usize>,
+    disordered: Option<usize>,
+    dropped_output: Option<usize>,
+    sort_free: Option<usize>,
+    meta: MetaIdx,
+}
+
+pub struct PluginPort {
+    pub name: String,
+    pub(crate) plugin: Arc<dyn Plugin>,
+    pub params: Arc<ParamStore>,
+    sched: Arc<Scheduler>,
+    fallback_pool: Pool,
+    state: Mutex<InputState>,
+    pub(crate) fanout: Fanout,
+    sorted: AtomicBool,
+    array_callbacks: AtomicBool,
+    max_byte_rate: AtomicU64,
+    sorter: Mutex<Sorter>,
+    throttle: Mutex<Throttle>,
+    meta: Mutex<FrameMeta>,
+    exec_ns: AtomicU64,
+    array_counter: AtomicI64,
+    dropped_arrays_base: AtomicU64,
+    last_emitted: AtomicI64,
+    disordered: AtomicU64,
+    dropped_output: AtomicU64,
+    logged: Mutex<HashSet<String>>,
+    pub(crate) source: Mutex<String>,
+    rate: Mutex<(Instant, i64)>,
+    idx: BaseIdx,
+}
+
+impl PluginPort {
+    pub(crate) fn new(
+        name: &str,
+        plugin: Arc<dyn Plugin>,
+        params: Arc<ParamStore>,
+        sched: Arc<Scheduler>,
+        fallback_pool: Pool,
+    ) -> Arc<PluginPort> {
+        let i = |n: &str| params.index(n);
+        let idx = BaseIdx {
+            array_counter: i("ArrayCounter"),
+            array_rate: i("ArrayRate"),
+            offered: i("ArraysOffered"),
+            processed: i("ArraysProcessed"),
+            dropped: [
+                i("DroppedQueueFull"),
+                i("DroppedMinTime"),
+                i("DroppedUnsupported"),
+                i("DroppedDisabled"),
+                i("DroppedErrors"),
+            ],
+            dropped_arrays: i("DroppedArrays"),
+            queue_free: i("QueueFree"),
+            queue_use: i("QueueUse"),
+            in_flight: i("InFlight"),
+            exec_time: i("ExecutionTime"),
+            disordered: i("DisorderedArrays"),
+            dropped_output: i("DroppedOutputArrays"),
+            sort_free: i("SortFree"),
+            meta: MetaIdx::new(&params),
+        };
+        let _ = params.set_by_name("PortName", name);
+        let _ = params.set_by_name("PluginType", plugin.plugin_type());
+        let _ = params.set_by_name("MaxThreads", plugin.max_threads().max(1) as i64);
+        let port = Arc::new(PluginPort {
+            name: name.to_string(),
+            plugin,
+            params,
+            sched,
+            fallback_pool,
+            state: Mutex::new(InputState {
+                cfg: InputConfig {
+                    enabled: true,
+                    blocking: false,
+                    queue_size: 10,
+                    num_threads: 1,
+                    min_time: Duration::ZERO,
+                },
+                queue: VecDeque::new(),
+                running: 0,
+                offered: 0,
+                processed: 0,
+                dropped: [0; 5],
+                in_flight: 0,
+                in_flight_ids: BTreeMap::new(),
+                last_accept: None,
+                last_input: None,
+            }),
+            fanout: Fanout::default(),
+            sorted: AtomicBool::new(false),
+            array_callbacks: AtomicBool::new(true),
+            max_byte_rate: AtomicU64::new(0),
+            sorter: Mutex::new(Sorter {
+                pending: BTreeMap::new(),
+                seq: 0,
+                sort_time: Duration::from_millis(100),
+                sort_size: 10,
+            }),
+            throttle: Mutex::new(Throttle {
+                tokens: 0.0,
+                last: Instant::now(),
+            }),
+            meta: Mutex::new(FrameMeta::default()),
+            exec_ns: AtomicU64::new(0),
+            array_counter: AtomicI64::new(0),
+            dropped_arrays_base: AtomicU64::new(0),
+            last_emitted: AtomicI64::new(NO_ID),
+            disordered: AtomicU64::new(0),
+            dropped_output: AtomicU64::new(0),
+            logged: Mutex::new(HashSet::new()),
+            source: Mutex::new(String::new()),
+            rate: Mutex::new((Instant::now(), 0)),
+            idx,
+        });
+        port.reload_config();
+        port
+    }
+
+    pub fn plugin_type(&self) -> &'static str {
+        self.plugin.plugin_type()
+    }
+
+    /// Re-reads the base settings from the parameters (after any write to them).
+    pub(crate) fn reload_config(&self) {
+        let p = &self.params;
+        let get = |n: &str| p.index(n).map_or(0.0, |i| p.get_f64(i));
+        let max_threads = self.plugin.max_threads().max(1);
+        let cfg = InputConfig {
+            enabled: get("EnableCallbacks") != 0.0,
+            blocking: get("BlockingCallbacks") != 0.0,
+            queue_size: get("QueueSize").max(1.0) as usize,
+            num_threads: (get("NumThreads").max(1.0) as usize).min(max_threads),
+            min_time: Duration::from_secs_f64(get("MinCallbackTime").clamp(0.0, 1e6)),
+        };
+        self.state.lock().cfg = cfg;
+        self.sorted.store(get("SortMode") != 0.0, Ordering::Release);
+        self.array_callbacks
+            .store(get("ArrayCallbacks") != 0.0, Ordering::Release);
+        self.max_byte_rate
+            .store(get("MaxByteRate").max(0.0).to_bits(), Ordering::Release);
+        let mut s = self.sorter.lock();
+        s.sort_time = Duration::from_secs_f64(get("SortTime").clamp(0.0, 1e6));
+        s.sort_size = get("SortSize").max(1.0) as usize;
+    }
+
+    /// Handles the side effects of an external write to one of this port's parameters.
+    pub(crate) fn on_put(self: &Arc<Self>, idx: usize, value: &ParamValue) {
+        let name = self.params.def(idx).map_or("", |d| d.name);
+        match name {
+            "ArrayCounter" => self
+                .array_counter
+                .store(value.as_i64().unwrap_or(0), Ordering::Release),
+            "DroppedArrays" => {
+                let a = self.accounting();
+                let total = a.dropped(DropReason::QueueFull) + a.dropped(DropReason::Unsupported);
+                let want = value.as_i64().unwrap_or(0).max(0) as u64;
+                self.dropped_arrays_base
+                    .store(total.saturating_sub(want), Ordering::Release);
+            }
+            "ProcessPlugin" => {
+                if value.as_i64().unwrap_or(0) != 0 {
+                    let last = self.state.lock().last_input.clone();
+                    if let Some(f) = last {
+                        self.offer(&f);
+                    }
+                    let _ = self.params.set(idx, 0);
+                }
+            }
+            _ => {}
+        }
+        self.reload_config();
+        if name == "NumThreads" || name == "QueueSize" {
+            self.kick();
+        }
+        self.plugin.param_changed(&self.params, idx, value);
+    }
+
+    /// Starts workers for queued frames if the concurrency limit allows more.
+    fn kick(self: &Arc<Self>) {
+        let mut st = self.state.lock();
+        let mut n = 0;
+        while st.running < st.cfg.num_threads && st.running < st.queue.len() {
+            st.running += 1;
+            n += 1;
+        }
+        drop(st);
+        for _ in 0..n {
+            self.sched.submit(self.clone());
+        }
+    }
+
+    /// Offers a frame to this port's input. Never blocks unless BlockingCallbacks = Yes.
+    pub fn offer(self: &Arc<Self>, frame: &Arc<NDArray>) {
+        let mut st = self.state.lock();
+        st.offered += 1;
+        let cfg = st.cfg;
+        if !cfg.enabled {
+            st.dropped[DropReason::Disabled as usize] += 1;
+            return;
+        }
+        if frame.is_compressed() && !self.plugin.accepts_compressed() {
+            st.dropped[DropReason::Unsupported as usize] += 1;
+            drop(st);
+            self.log_once(
+                "compressed",
+                &format!(
+                    "{}: dropping compressed input (codec '{}'): {} accepts only uncompressed frames",
+                    self.name,
+                    frame.codec.name,
+                    self.plugin.plugin_type()
+                ),
+            );
+            return;
+        }
+        if !cfg.min_time.is_zero() {
+            let now = Instant::now();
+            if st
+                .last_accept
+                .is_some_and(|t| now.duration_since(t) < cfg.min_time)
+            {
+                st.dropped[DropReason::MinTime as usize] += 1;
+                return;
+            }
+            st.last_accept = Some(now);
+        }
+        st.last_input = Some(frame.clone());
+        if cfg.blocking {
+            st.in_flight += 1;
+            *st.in_flight_ids.entry(frame.unique_id).or_insert(0) += 1;
+            drop(st);
+            self.process_frame(frame.clone());
+            return;
+        }
+        if st.queue.len() >= cfg.queue_size {
+            st.dropped[DropReason::QueueFull as usize] += 1;
+            return;
+        }
+        st.queue.push_back(frame.clone());
+        if st.running < cfg.num_threads {
+            st.running += 1;
+            drop(st);
+            self.sched.submit(self.clone());
+        }
+    }
+
+    /// One worker's turn: process one queued frame, then hand the port back to the pool.
+    pub(crate) fn run_task(self: Arc<Self>, sched: &Scheduler) {
+        let frame = {
+            let mut st = self.state.lock();
+            match st.queue.pop_front() {
+                Some(f) => {
+                    st.in_flight += 1;
+                    *st.in_flight_ids.entry(f.unique_id).or_insert(0) += 1;
+                    f
+                }
+                None => {
+                    st.running = st.running.saturating_sub(1);
+                    return;
+                }
+            }
+        };
+        self.process_frame(frame);
+        let mut st = self.state.lock();
+        if !st.queue.is_empty() && st.running <= st.cfg.num_threads {
+            drop(st);
+            sched.submit_global(self);
+        } else {
+            st.running = st.running.saturating_sub(1);
+        }
+    }
+
+    fn process_frame(&self, frame: Arc<NDArray>) {
+        let t0 = Instant::now();
+        let pool = pool_of(&frame, &self.fallback_pool);
+        let mut outputs = Vec::new();
+        let result = {
+            let mut ctx = ProcessContext::new(&self.params, &pool, &mut outputs);
+            self.plugin.process(&frame, &mut ctx)
+        };
+        self.exec_ns
+            .store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.meta.lock().update(&frame);
+        if let Err(e) = &result {
+            let msg = e.to_string();
+            self.log_once(
+                &msg,
+                &format!("{}: frame {} dropped: {msg}", self.name, frame.unique_id),
+            );
+        }
+        for out in outputs {
+            self.emit(out);
+        }
+        {
+            let mut st = self.state.lock();
+            st.in_flight -= 1;
+            if let Some(c) = st.in_flight_ids.get_mut(&frame.unique_id) {
+                *c -= 1;
+                if *c == 0 {
+                    st.in_flight_ids.remove(&frame.unique_id);
+                }
+            }
+            if result.is_ok() {
+                st.processed += 1;
+            } else {
+                st.dropped[DropReason::Error as usize] += 1;
+            }
+        }
+        if result.is_ok() {
+            self.array_counter.fetch_add(1, Ordering::AcqRel);
+        }
+        if self.sorted.load(Ordering::Acquire) || !self.sorter.lock().pending.is_empty() {
+            self.flush_sorted(false);
+        }
+    }
+
+    fn emit(&self, out: Arc<NDArray>) {
+        let rate = f64::from_bits(self.max_byte_rate.load(Ordering::Acquire));
+        if rate > 0.0 {
+            let bytes = out.compressed_size as f64;
+            let mut t = self.throttle.lock();
+            let now = Instant::now();
+            // Token bucket holding at most one second's worth of bytes.
+            t.tokens = (t.tokens + rate * now.duration_since(t.last).as_secs_f64()).min(rate);
+            t.last = now;
+            if t.tokens < bytes {
+                self.dropped_output.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            t.tokens -= bytes;
+        }
+        if self.sorted.load(Ordering::Acquire) {
+            {
+                let mut s = self.sorter.lock();
+                let seq = s.seq;
+                s.seq += 1;
+                s.pending
+                    .insert((out.unique_id, seq), (out, Instant::now()));
+            }
+            self.flush_sorted(false);
+        } else {
+            self.forward(&out);
+        }
+    }
+
+    fn forward(&self, out: &Arc<NDArray>) {
+        let id = out.unique_id as i64;
+        let prev = self.last_emitted.swap(id, Ordering::AcqRel);
+        if prev != NO_ID && id != prev && id != prev + 1 {
+            self.disordered.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.array_callbacks.load(Ordering::Acquire) {
+            self.fanout.offer_all(out);
+        }
+    }
+
+    /// Emits sorted outputs whose turn has come: no earlier uniqueId is still being
+    /// processed, or the sort buffer is over SortSize, or (`timeouts`) the head waited longer
+    /// than SortTime. Holding the sorter lock while forwarding keeps the output order.
+    pub(crate) fn flush_sorted(&self, timeouts: bool) {
+        let mut s = self.sorter.lock();
+        let sorted = self.sorted.load(Ordering::Acquire);
+        loop {
+            let Some((&(id, seq), (_, since))) = s.pending.first_key_value() else {
+                break;
+            };
+            let min_busy = self
+                .state
+                .lock()
+                .in_flight_ids
+                .first_key_value()
+                .map(|(k, _)| *k);
+            let ready = !sorted
+                || min_busy.is_none_or(|m| id <= m)
+                || s.pending.len() > s.sort_size
+                || (timeouts && since.elapsed() >= s.sort_time);
+            if !ready {
+                break;
+            }
+            if let Some((out, _)) = s.pending.remove(&(id, seq)) {
+                self.forward(&out);
+            }
+        }
+    }
+
+    fn log_once(&self, key: &str, msg: &str) {
+        if self.logged.lock().insert(key.to_string()) {
+            tracing::warn!("{msg}");
+        }
+    }
+
+    /// Exact input accounting at this instant.
+    pub fn accounting(&self) -> Accounting {
+        let (offered, processed, dropped, queued, in_flight) = {
+            let st = self.state.lock();
+            (
+                st.offered,
+                st.processed,
+                st.dropped,
+                st.queue.len() as u64,
+                st.in_flight,
+            )
+        };
+        Accounting {
+            offered,
+            processed,
+            dropped,
+            queued,
+            in_flight,
+            dropped_output: self.dropped_output.load(Ordering::Acquire),
+            sort_pending: self.sorter.lock().pending.len() as u64,
+        }
+    }
+
+    /// Frames this port still holds (queued, in flight, or waiting to be sorted).
+    pub fn busy(&self) -> u64 {
+        let a = self.accounting();
+        a.queued + a.in_flight + a.sort_pending
+    }
+
+    pub fn disordered(&self) -> u64 {
+        self.disordered.load(Ordering::Acquire)
+    }
+
+    pub fn array_counter(&self) -> i64 {
+        self.array_counter.load(Ordering::Acquire)
+    }
+
+    /// Name of the upstream port.
+    pub fn source(&self) -> String {
+        self.source.lock().clone()
+    }
+
+    /// Writes the counters to the parameters (called at a bounded rate, and at the end).
+    pub(crate) fn publish(&self, rate_tick: bool) {
+        let a = self.accounting();
+        let cfg = self.state.lock().cfg;
+        let counter = self.array_counter();
+        let mut w: Vec<(usize, ParamValue)> = Vec::with_capacity(32);
+        let mut put = |i: Option<usize>, v: ParamValue| {
+            if let Some(i) = i {
+                w.push((i, v));
+            }
+        };
+        let x = &self.idx;
+        put(x.array_counter, counter.into());
+        put(x.offered, (a.offered as i64).into());
+        put(x.processed, (a.processed as i64).into());
+        for (i, r) in DropReason::ALL.iter().enumerate() {
+            put(x.dropped[i], (a.dropped(*r) as i64).into());
+        }
+        let ad_dropped = a.dropped(DropReason::QueueFull) + a.dropped(DropReason::Unsupported);
+        let base = self.dropped_arrays_base.load(Ordering::Acquire);
+        put(
+            x.dropped_arrays,
+            (ad_dropped.saturating_sub(base) as i64).into(),
+        );
+        put(x.queue_use, (a.queued as i64).into());
+        put(
+            x.queue_free,
+            (cfg.queue_size.saturating_sub(a.queued as usize) as i64).into(),
+        );
+        put(x.in_flight, (a.in_flight as i64).into());
+        put(
+            x.exec_time,
+            (self.exec_ns.load(Ordering::Relaxed) as f64 / 1e6).into(),
+        );
+        put(x.disordered, (self.disordered() as i64).into());
+        put(x.dropped_output, (a.dropped_output as i64).into());
+        let sort_size = self.sorter.lock().sort_size;
+        put(
+            x.sort_free,
+            (sort_size.saturating_sub(a.sort_pending as usize) as i64).into(),
+        );
+        if rate_tick {
+            let mut r = self.rate.lock();
+            let dt = r.0.elapsed().as_secs_f64();
+            if dt > 0.0 {
+                put(x.array_rate, (((counter - r.1).max(0)) as f64 / dt).into());
+            }
+            *r = (Instant::now(), counter);
+        }
+        self.meta.lock().write_to(&x.meta, &mut w);
+        self.params.set_many(&w);
+    }
+}

@@ -1,0 +1,156 @@
+//! A fixed pool of worker threads that runs whichever plugin ports have work.
+//!
+//! A task is "one worker's permission to run one port" (the port keeps at most NumThreads of
+//! them alive). Tasks submitted from a worker go on that worker's own LIFO deque, so the
+//! plugin downstream of the one that just ran usually runs next on the same core, with the
+//! pixels still in cache; other workers steal when idle. Tasks from elsewhere (the driver
+//! thread) go to a global FIFO injector.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+use parking_lot::{Condvar, Mutex};
+
+use crate::plugin_port::PluginPort;
+
+pub(crate) type Task = Arc<PluginPort>;
+
+pub(crate) struct Scheduler {
+    injector: Injector<Task>,
+    stealers: Mutex<Vec<Stealer<Task>>>,
+    sleepers: AtomicUsize,
+    sleep_lock: Mutex<()>,
+    wake: Condvar,
+    shutdown: AtomicBool,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+thread_local! {
+    /// The local deque of the current worker, with the address of its scheduler.
+    static LOCAL: RefCell<Option<(usize, Worker<Task>)>> = const { RefCell::new(None) };
+}
+
+impl Scheduler {
+    pub(crate) fn start(workers: usize) -> Arc<Scheduler> {
+        let sched = Arc::new(Scheduler {
+            injector: Injector::new(),
+            stealers: Mutex::new(Vec::new()),
+            sleepers: AtomicUsize::new(0),
+            sleep_lock: Mutex::new(()),
+            wake: Condvar::new(),
+            shutdown: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+        });
+        let mut locals = Vec::new();
+        for _ in 0..workers.max(1) {
+            let w = Worker::new_lifo();
+            sched.stealers.lock().push(w.stealer());
+            locals.push(w);
+        }
+        for (i, local) in locals.into_iter().enumerate() {
+            let s = sched.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("ndflow-worker-{i}"))
+                .spawn(move || s.worker_loop(local));
+            match handle {
+                Ok(h) => sched.threads.lock().push(h),
+                Err(e) => tracing::error!("cannot start worker thread {i}: {e}"),
+            }
+        }
+        sched
+    }
+
+    fn id(&self) -> usize {
+        self as *const Scheduler as usize
+    }
+
+    pub(crate) fn submit(&self, task: Task) {
+        let pushed_local = LOCAL.with(|l| match &*l.borrow() {
+            Some((id, w)) if *id == self.id() => {
+                w.push(task.clone());
+                true
+            }
+            _ => false,
+        });
+        if !pushed_local {
+            self.injector.push(task);
+        }
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            let _g = self.sleep_lock.lock();
+            self.wake.notify_one();
+        }
+    }
+
+    /// Submits to the global queue (fair re-scheduling of a port with more work).
+    pub(crate) fn submit_global(&self, task: Task) {
+        self.injector.push(task);
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            let _g = self.sleep_lock.lock();
+            self.wake.notify_one();
+        }
+    }
+
+    fn find_task(&self, local: &Worker<Task>) -> Option<Task> {
+        if let Some(t) = local.pop() {
+            return Some(t);
+        }
+        loop {
+            match self.injector.steal_batch_and_pop(local) {
+                Steal::Success(t) => return Some(t),
+                Steal::Retry => continue,
+                Steal::Empty => break,
+            }
+        }
+        let stealers = self.stealers.lock().clone();
+        for s in &stealers {
+            loop {
+                match s.steal() {
+                    Steal::Success(t) => return Some(t),
+                    Steal::Retry => continue,
+                    Steal::Empty => break,
+                }
+            }
+        }
+        None
+    }
+
+    fn worker_loop(self: Arc<Self>, local: Worker<Task>) {
+        let stealer_probe = local.stealer();
+        LOCAL.with(|l| *l.borrow_mut() = Some((self.id(), local)));
+        loop {
+            if self.shutdown.load(Ordering::Acquire) {
+                break;
+            }
+            let task = LOCAL.with(|l| l.borrow().as_ref().and_then(|(_, w)| self.find_task(w)));
+            match task {
+                Some(port) => port.run_task(&self),
+                None => {
+                    let mut g = self.sleep_lock.lock();
+                    self.sleepers.fetch_add(1, Ordering::SeqCst);
+                    // Re-check after announcing ourselves asleep (pairs with submit's SeqCst load).
+                    if self.injector.is_empty() && stealer_probe.is_empty() {
+                        self.wake.wait_for(&mut g, Duration::from_millis(20));
+                    }
+                    self.sleepers.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+        }
+        LOCAL.with(|l| *l.borrow_mut() = None);
+    }
+
+    pub(crate) fn stop(&self) {
+        self.shutdown.store(true, Ordering::Release);
+        {
+            let _g = self.sleep_lock.lock();
+            self.wake.notify_all();
+        }
+        let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *self.threads.lock());
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
