@@ -380,8 +380,8 @@ fn housekeeping(graph: Weak<GraphInner>) {
                 p.flush_sorted(true);
             }
         }
-        if tick % 10 == 0 {
-            g.publish(tick % 100 == 0);
+        if tick.is_multiple_of(10) {
+            g.publish(tick.is_multiple_of(100));
         }
     }
 }

@@ -254,14 +254,12 @@ impl PluginPort {
                 self.dropped_arrays_base
                     .store(total.saturating_sub(want), Ordering::Release);
             }
-            "ProcessPlugin" => {
-                if value.as_i64().unwrap_or(0) != 0 {
-                    let last = self.state.lock().last_input.clone();
-                    if let Some(f) = last {
-                        self.offer(&f);
-                    }
-                    let _ = self.params.set(idx, 0);
+            "ProcessPlugin" if value.as_i64().unwrap_or(0) != 0 => {
+                let last = self.state.lock().last_input.clone();
+                if let Some(f) = last {
+                    self.offer(&f);
                 }
+                let _ = self.params.set(idx, 0);
             }
             _ => {}
         }
@@ -456,10 +454,7 @@ impl PluginPort {
     pub(crate) fn flush_sorted(&self, timeouts: bool) {
         let mut s = self.sorter.lock();
         let sorted = self.sorted.load(Ordering::Acquire);
-        loop {
-            let Some((&(id, seq), (_, since))) = s.pending.first_key_value() else {
-                break;
-            };
+        while let Some((&(id, seq), (_, since))) = s.pending.first_key_value() {
             let min_busy = self
                 .state
                 .lock()

@@ -89,7 +89,7 @@ impl Plugin for TestPlugin {
         ctx: &mut ProcessContext<'_>,
     ) -> Result<(), PluginError> {
         let id = input.unique_id;
-        if self.fail_every > 0 && id as u64 % self.fail_every == 0 {
+        if self.fail_every > 0 && (id as u64).is_multiple_of(self.fail_every) {
             return Err(PluginError::Other(format!("refusing frame {id}")));
         }
         let mut d = self.delay;
