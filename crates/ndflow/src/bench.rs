@@ -1,0 +1,258 @@
+//! `ndflow bench rivers2013`: Table 1 of seed 000 (the 2013 areaDetector plugin-scaling
+//! measurement) on this machine, with the memory-bandwidth bound measured in the same run.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use ndflow_runtime::{Graph, PortHandle};
+use serde_json::json;
+
+use crate::config::Config;
+
+pub const RIVERS2013: &str = include_str!("../../../examples/rivers2013.toml");
+
+/// Plugin rows in the seed's order.
+const PLUGINS: [&str; 11] = [
+    "Image1", "PROC1", "ROI1", "ROI2", "ROI3", "ROI4", "STATS1", "STATS2", "STATS3", "STATS4",
+    "STATS5",
+];
+
+pub struct RiversOptions {
+    pub json: Option<PathBuf>,
+    pub seconds: f64,
+    pub max_rate_frames: u32,
+    pub periods: String,
+}
+
+/// Process CPU time (user + system) in seconds, from /proc/self/stat (USER_HZ = 100).
+pub fn process_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return f64::NAN;
+    };
+    // Fields after the ")" that closes the command name; utime and stime are 14 and 15.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        f.get(i)
+            .and_then(|s| s.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// memcpy bandwidth in bytes copied per second for `size`-byte buffers (best of 5).
+pub fn memcpy_bandwidth(size: usize) -> f64 {
+    let src = vec![1u8; size];
+    let mut dst = vec![0u8; size];
+    let reps = (256 << 20) / size.max(1);
+    let mut best = 0.0f64;
+    for _ in 0..5 {
+        let t0 = Instant::now();
+        for i in 0..reps {
+            dst.copy_from_slice(std::hint::black_box(&src));
+            std::hint::black_box(&mut dst)[i % size] ^= 1;
+        }
+        best = best.max((reps * size) as f64 / t0.elapsed().as_secs_f64());
+    }
+    best
+}
+
+#[derive(Debug, Clone)]
+struct Row {
+    period: f64,
+    frames: i64,
+    fps: f64,
+    cpu_pct: f64,
+    cpu_ms_per_frame: f64,
+    dropped: Vec<u64>,
+    source_dropped: u64,
+}
+
+fn run_row(period: f64, frames: u32) -> Result<Row, String> {
+    let cfg = Config::parse(RIVERS2013, "examples/rivers2013.toml").map_err(|e| e.to_string())?;
+    let graph = Graph::new(cfg.threads);
+    // Build without the Acquire line, set the row's timing, then start.
+    let mut cfg_idle = cfg.clone();
+    for p in &mut cfg_idle.ports {
+        p.settings.retain(|s| s.key != "Acquire");
+    }
+    cfg_idle.build(&graph).map_err(|e| e.to_string())?;
+    let put = |k: &str, v: ndflow_core::ParamValue| {
+        graph
+            .put("SIM1", k, v)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    put("AcquirePeriod", period.into())?;
+    put("NumImages", (frames as i64).into())?;
+    let sim = graph.driver("SIM1").ok_or("the scenario has no SIM1")?;
+    let cpu0 = process_cpu_seconds();
+    let t0 = Instant::now();
+    put("Acquire", 1.into())?;
+    while sim.is_busy() {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let acq = t0.elapsed().as_secs_f64();
+    graph.wait_idle(Duration::from_secs(60));
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = process_cpu_seconds() - cpu0;
+    let produced = sim.array_counter();
+    let dropped = PLUGINS
+        .iter()
+        .map(|n| {
+            graph
+                .plugin(n)
+                .map_or(u64::MAX, |p| p.accounting().dropped_total())
+        })
+        .collect();
+    let row = Row {
+        period,
+        frames: produced,
+        fps: produced as f64 / acq,
+        cpu_pct: 100.0 * cpu / wall,
+        cpu_ms_per_frame: 1000.0 * cpu / produced.max(1) as f64,
+        dropped,
+        source_dropped: sim.dropped(),
+    };
+    // Every port's books must balance.
+    for p in graph.ports() {
+        if let PortHandle::Plugin(p) = p {
+            let a = p.accounting();
+            if !a.is_conserved() {
+                return Err(format!("{}: accounting does not balance: {a:?}", p.name));
+            }
+        }
+    }
+    graph.shutdown();
+    Ok(row)
+}
+
+/// Bytes each plugin reads + writes per 1024x1024 UInt8 frame (for the bandwidth bound).
+fn bytes_touched() -> Vec<(&'static str, f64)> {
+    let frame = 1024.0 * 1024.0;
+    let quarter = frame / 4.0;
+    let filter_elem = 8.0; // the recursive filter keeps one f64 per pixel
+    vec![
+        ("SIM1 (generate)", frame),
+        ("Image1 (zero-copy)", 0.0),
+        (
+            "PROC1 (in, filter r/w, out)",
+            frame + 2.0 * filter_elem * frame + frame,
+        ),
+        ("ROI1-4 (read+write quadrant)", 4.0 * 2.0 * quarter),
+        ("STATS1-4 (read quadrant)", 4.0 * quarter),
+        ("STATS5 (read frame)", frame),
+    ]
+}
+
+pub fn rivers2013(opts: &RiversOptions) -> Result<(), String> {
+    let periods: Vec<f64> = opts
+        .periods
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse::<f64>()
+                .map_err(|_| format!("--periods: '{s}' is not a number"))
+        })
+        .collect::<Result<_, _>>()?;
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    eprintln!(
+        "rivers2013: 1024x1024 UInt8, 11 plugins, {cores} cores; measuring memcpy bandwidth..."
+    );
+    let bw = memcpy_bandwidth(1 << 20);
+    let mut rows = Vec::new();
+    for &p in &periods {
+        let frames = if p > 0.0 {
+            ((opts.seconds / p).round() as u32).max(50)
+        } else {
+            opts.max_rate_frames
+        };
+        eprintln!("  AcquirePeriod {p}: {frames} frames...");
+        rows.push(run_row(p, frames)?);
+    }
+    // The seed's table layout: one column per AcquirePeriod.
+    let col = |f: &dyn Fn(&Row) -> String| {
+        rows.iter()
+            .map(f)
+            .map(|s| format!("{s:>9}"))
+            .collect::<String>()
+    };
+    println!("Table 1 (seed 000) on this machine: {cores} cores");
+    println!(
+        "{:<22}{}",
+        "Acquire Period",
+        col(&|r| format!("{}", r.period))
+    );
+    println!("{:<22}{}", "# Frames", col(&|r| r.frames.to_string()));
+    println!(
+        "{:<22}{}",
+        "Detector Frames/s",
+        col(&|r| format!("{:.0}", r.fps))
+    );
+    println!("{:<22}{}", "CPU %", col(&|r| format!("{:.0}", r.cpu_pct)));
+    println!(
+        "{:<22}{}",
+        "CPU ms/frame",
+        col(&|r| format!("{:.2}", r.cpu_ms_per_frame))
+    );
+    println!("Frames dropped");
+    for (i, name) in PLUGINS.iter().enumerate() {
+        println!("{:<22}{}", name, col(&|r| r.dropped[i].to_string()));
+    }
+    println!(
+        "{:<22}{}",
+        "SIM1 (pool full)",
+        col(&|r| r.source_dropped.to_string())
+    );
+    let zero_drop = rows
+        .iter()
+        .filter(|r| r.dropped.iter().all(|d| *d == 0) && r.source_dropped == 0)
+        .map(|r| r.fps)
+        .fold(0.0f64, f64::max);
+    println!("Highest frame rate with zero drops in all 11 plugins: {zero_drop:.0} frames/s");
+    let touched = bytes_touched();
+    let total: f64 = touched.iter().map(|t| t.1).sum();
+    println!(
+        "Memory-bandwidth bound: memcpy of 1 MiB = {:.1} GB/s here (reads+writes {:.1} GB/s)",
+        bw / 1e9,
+        2.0 * bw / 1e9
+    );
+    for (name, b) in &touched {
+        println!(
+            "  {:<30} {:>7.2} MB/frame  {:>8.3} ms at memcpy speed",
+            name,
+            b / 1e6,
+            1e3 * b / (2.0 * bw)
+        );
+    }
+    println!(
+        "  total {:.2} MB/frame -> {:.3} ms/frame of one core, bound {:.0} frames/s per core",
+        total / 1e6,
+        1e3 * total / (2.0 * bw),
+        2.0 * bw / total
+    );
+    if let Some(path) = &opts.json {
+        let j = json!({
+            "benchmark": "rivers2013",
+            "cores": cores,
+            "memcpy_1MiB_bytes_per_s": bw,
+            "bytes_touched_per_frame": touched.iter().map(|(n, b)| json!({"what": n, "bytes": b})).collect::<Vec<_>>(),
+            "zero_drop_max_fps": zero_drop,
+            "rows": rows.iter().map(|r| json!({
+                "acquire_period": r.period,
+                "frames": r.frames,
+                "detector_fps": r.fps,
+                "cpu_percent": r.cpu_pct,
+                "cpu_ms_per_frame": r.cpu_ms_per_frame,
+                "source_dropped": r.source_dropped,
+                "dropped": PLUGINS.iter().zip(&r.dropped).map(|(n, d)| (n.to_string(), json!(d))).collect::<serde_json::Map<_, _>>(),
+            })).collect::<Vec<_>>(),
+        });
+        std::fs::write(
+            path,
+            serde_json::to_string_pretty(&j).map_err(|e| e.to_string())? + "\n",
+        )
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}

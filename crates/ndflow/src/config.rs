@@ -1,0 +1,315 @@
+//! The IOC configuration file: TOML with a top-level `prefix` and one `[[port]]` table per
+//! port. Every key of a port other than `name`, `type` and `prefix` sets the parameter of
+//! that PV name. Errors name the file, line, port and key.
+//!
+//! ```toml
+//! prefix = "13SIM1:"
+//! [[port]]
+//! name = "SIM1"
+//! type = "sim"
+//! prefix = "cam1:"
+//! DataType = "UInt8"
+//! Acquire = 1
+//! ```
+
+use ndflow_core::ParamValue;
+use ndflow_runtime::Graph;
+use toml_edit::{Document, Item, Table, Value};
+
+use crate::registry;
+
+/// An error in a config file, with where it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    pub file: String,
+    pub line: Option<usize>,
+    pub port: Option<String>,
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+        }
+        write!(f, ": ")?;
+        if let Some(p) = &self.port {
+            write!(f, "port '{p}': ")?;
+        }
+        if let Some(k) = &self.key {
+            write!(f, "key '{k}': ")?;
+        }
+        write!(f, "{}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// One `key = value` of a port table.
+#[derive(Debug, Clone)]
+pub struct Setting {
+    pub key: String,
+    pub value: ParamValue,
+    pub line: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct PortConfig {
+    pub name: String,
+    pub type_name: String,
+    pub prefix: String,
+    pub line: usize,
+    pub settings: Vec<Setting>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub file: String,
+    pub prefix: String,
+    /// Worker threads for plugins (0 = one per core).
+    pub threads: usize,
+    pub ports: Vec<PortConfig>,
+}
+
+struct LineIndex(Vec<usize>);
+
+impl LineIndex {
+    fn new(text: &str) -> LineIndex {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        LineIndex(starts)
+    }
+    fn line(&self, offset: usize) -> usize {
+        match self.0.binary_search(&offset) {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        }
+    }
+}
+
+impl Config {
+    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        let lines = LineIndex::new(text);
+        let err =
+            |line: Option<usize>, port: Option<&str>, key: Option<&str>, msg: String| ConfigError {
+                file: file.to_string(),
+                line,
+                port: port.map(str::to_string),
+                key: key.map(str::to_string),
+                message: msg,
+            };
+        let doc = Document::parse(text.to_string()).map_err(|e| {
+            let line = e.span().map(|s| lines.line(s.start));
+            err(line, None, None, e.message().trim().to_string())
+        })?;
+        let span_line = |item: &Item| item.span().map(|s| lines.line(s.start));
+        let mut cfg = Config {
+            file: file.to_string(),
+            prefix: String::new(),
+            threads: 0,
+            ports: Vec::new(),
+        };
+        for (key, item) in doc.iter() {
+            let line = span_line(item);
+            match key {
+                "prefix" => {
+                    cfg.prefix = item
+                        .as_str()
+                        .ok_or_else(|| err(line, None, Some(key), "must be a string".into()))?
+                        .to_string()
+                }
+                "threads" => {
+                    cfg.threads = item
+                        .as_integer()
+                        .filter(|n| (0..=256).contains(n))
+                        .ok_or_else(|| {
+                            err(
+                                line,
+                                None,
+                                Some(key),
+                                "must be an integer 0..256 (0 = one per core)".into(),
+                            )
+                        })? as usize
+                }
+                "port" => {
+                    let tables = item.as_array_of_tables().ok_or_else(|| {
+                        err(
+                            line,
+                            None,
+                            Some(key),
+                            "must be written as [[port]] tables".into(),
+                        )
+                    })?;
+                    for t in tables.iter() {
+                        let line = t.span().map_or(0, |s| lines.line(s.start));
+                        cfg.ports.push(parse_port(t, line, &lines, &err)?);
+                    }
+                }
+                other => {
+                    return Err(err(
+                        line,
+                        None,
+                        Some(other),
+                        "unknown top-level key (expected prefix, threads, [[port]])".into(),
+                    ))
+                }
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for p in &cfg.ports {
+            if !seen.insert(p.name.clone()) {
+                return Err(err(
+                    Some(p.line),
+                    Some(&p.name),
+                    Some("name"),
+                    "duplicate port name".into(),
+                ));
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// Creates every port, then wires them (NDArrayPort), then applies the other settings in
+    /// file order, and finally the `Acquire` settings, so acquisition starts on a complete graph.
+    pub fn build(&self, graph: &Graph) -> Result<(), ConfigError> {
+        let at = |p: &PortConfig, s: Option<&Setting>, msg: String| ConfigError {
+            file: self.file.clone(),
+            line: Some(s.map_or(p.line, |s| s.line)),
+            port: Some(p.name.clone()),
+            key: s.map(|s| s.key.clone()),
+            message: msg,
+        };
+        for p in &self.ports {
+            registry::create(graph, p).map_err(|m| at(p, None, m))?;
+        }
+        let phase = |s: &Setting| match s.key.as_str() {
+            "NDArrayPort" => 0,
+            "Acquire" => 2,
+            _ => 1,
+        };
+        for step in 0..3 {
+            for p in &self.ports {
+                for s in p.settings.iter().filter(|s| phase(s) == step) {
+                    if registry::is_constructor_key(&p.type_name, &s.key) {
+                        continue;
+                    }
+                    graph
+                        .put(&p.name, &s.key, s.value.clone())
+                        .map_err(|e| at(p, Some(s), strip_port(&e.to_string(), &p.name)))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ports of driver type (for status and --until-idle).
+    pub fn driver_names(&self) -> Vec<String> {
+        self.ports
+            .iter()
+            .filter(|p| registry::is_driver(&p.type_name))
+            .map(|p| p.name.clone())
+            .collect()
+    }
+}
+
+/// Graph errors start with "port 'X': "; the config error already says which port.
+fn strip_port(msg: &str, port: &str) -> String {
+    msg.strip_prefix(&format!("port '{port}': "))
+        .unwrap_or(msg)
+        .to_string()
+}
+
+fn parse_port(
+    t: &Table,
+    line: usize,
+    lines: &LineIndex,
+    err: &dyn Fn(Option<usize>, Option<&str>, Option<&str>, String) -> ConfigError,
+) -> Result<PortConfig, ConfigError> {
+    let name = t
+        .get("name")
+        .and_then(Item::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            err(
+                Some(line),
+                None,
+                Some("name"),
+                "every [[port]] needs name = \"...\"".into(),
+            )
+        })?
+        .to_string();
+    let type_name = t
+        .get("type")
+        .and_then(Item::as_str)
+        .ok_or_else(|| {
+            err(
+                Some(line),
+                Some(&name),
+                Some("type"),
+                format!(
+                    "missing type; one of: {}",
+                    registry::type_names().join(", ")
+                ),
+            )
+        })?
+        .to_string();
+    if !registry::type_names().contains(&type_name.as_str()) {
+        let l = t
+            .get("type")
+            .and_then(|i| i.span())
+            .map(|s| lines.line(s.start));
+        return Err(err(
+            l,
+            Some(&name),
+            Some("type"),
+            format!(
+                "unknown port type '{type_name}'; one of: {}",
+                registry::type_names().join(", ")
+            ),
+        ));
+    }
+    let prefix = t
+        .get("prefix")
+        .and_then(Item::as_str)
+        .unwrap_or("")
+        .to_string();
+    let mut settings = Vec::new();
+    for (key, item) in t.iter() {
+        if matches!(key, "name" | "type" | "prefix") {
+            continue;
+        }
+        let kline = t
+            .key(key)
+            .and_then(|k| k.span())
+            .or_else(|| item.span())
+            .map_or(line, |s| lines.line(s.start));
+        let value = match item.as_value() {
+            Some(Value::Integer(i)) => ParamValue::Int(*i.value()),
+            Some(Value::Float(f)) => ParamValue::Float(*f.value()),
+            Some(Value::String(s)) => ParamValue::Str(s.value().clone()),
+            Some(Value::Boolean(b)) => ParamValue::Int(*b.value() as i64),
+            _ => {
+                return Err(err(
+                    Some(kline),
+                    Some(&name),
+                    Some(key),
+                    "value must be a number, string or boolean".into(),
+                ))
+            }
+        };
+        settings.push(Setting {
+            key: key.to_string(),
+            value,
+            line: kline,
+        });
+    }
+    Ok(PortConfig {
+        name,
+        type_name,
+        prefix,
+        line,
+        settings,
+    })
+}

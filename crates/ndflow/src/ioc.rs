@@ -1,0 +1,112 @@
+//! Running a configured graph: status line, clean stop on Ctrl-C, `--until-idle`, summary.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use ndflow_runtime::{Graph, PortHandle};
+
+use crate::config::Config;
+use crate::status::StatusLine;
+
+pub struct RunOptions {
+    pub until_idle: bool,
+    pub summary: Option<PathBuf>,
+    pub quiet: bool,
+    /// Print a per-port table at the end (demo).
+    pub print_table: bool,
+}
+
+/// The embedded demo pipeline, acquiring `frames` frames.
+pub fn demo_config(frames: u32) -> String {
+    include_str!("../../../examples/demo.toml")
+        .replace("NumImages = 2000", &format!("NumImages = {frames}"))
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Builds the graph from `text` and runs it until idle (with `until_idle`) or Ctrl-C.
+pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
+    let cfg = Config::parse(text, file).map_err(|e| e.to_string())?;
+    let graph = Graph::new(cfg.threads);
+    cfg.build(&graph).map_err(|e| e.to_string())?;
+    // A second Ctrl-C while stopping exits at once.
+    let _ = ctrlc::set_handler(|| {
+        if STOP.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+    });
+    let mut status = StatusLine::new();
+    let started = Instant::now();
+    let mut last_print = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        if STOP.load(Ordering::SeqCst) {
+            eprintln!("\nstopping: acquisition off, draining plugins (Ctrl-C again to quit now)");
+            for name in cfg.driver_names() {
+                let _ = graph.put(&name, "Acquire", 0);
+            }
+            if !graph.wait_idle(Duration::from_secs(30)) {
+                eprintln!(
+                    "warning: plugins still held {} frames after 30 s",
+                    graph.busy()
+                );
+            }
+            break;
+        }
+        if opts.until_idle && started.elapsed() > Duration::from_millis(100) && graph.is_idle() {
+            break;
+        }
+        if !opts.quiet && last_print.elapsed() >= Duration::from_secs(1) {
+            status.print(&graph);
+            last_print = Instant::now();
+        }
+    }
+    if !opts.quiet {
+        status.finish(&graph);
+    }
+    let summary = graph.summary();
+    if opts.print_table {
+        print_table(&graph, &summary);
+    }
+    if let Some(path) = &opts.summary {
+        let text = serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n")
+            .map_err(|e| format!("cannot write summary {}: {e}", path.display()))?;
+    }
+    graph.shutdown();
+    Ok(())
+}
+
+fn print_table(graph: &Graph, summary: &serde_json::Value) {
+    println!(
+        "{:<8} {:<18} {:>9} {:>9} {:>8} {:>10}",
+        "port", "type", "processed", "dropped", "queued", "exec ms"
+    );
+    for p in graph.ports() {
+        let s = &summary["ports"][p.name()];
+        match &p {
+            PortHandle::Driver(d) => println!(
+                "{:<8} {:<18} {:>9} {:>9} {:>8} {:>10}",
+                d.name,
+                "driver",
+                d.array_counter(),
+                d.dropped(),
+                "-",
+                "-"
+            ),
+            PortHandle::Plugin(pl) => {
+                let a = pl.accounting();
+                println!(
+                    "{:<8} {:<18} {:>9} {:>9} {:>8} {:>10.3}",
+                    pl.name,
+                    pl.plugin_type(),
+                    a.processed,
+                    a.dropped_total(),
+                    a.queued + a.in_flight,
+                    s["ExecutionTime_RBV"].as_f64().unwrap_or(0.0)
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! # ndflow: the IOC
+//!
+//! Where the crates meet: a TOML config file becomes a [`ndflow_runtime::Graph`] of ports
+//! ([`config`], [`registry`]); [`ioc::run`] runs it with a live status line and writes the
+//! JSON summary; [`bench`] reproduces the seed documents' measurements.
+
+pub mod bench;
+pub mod config;
+pub mod ioc;
+pub mod reference;
+pub mod registry;
+pub mod status;

@@ -1,0 +1,169 @@
+//! `ndflow`: the IOC command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use ndflow::{bench, ioc, reference, registry};
+
+#[derive(Parser)]
+#[command(
+    name = "ndflow",
+    version,
+    about = "ndflow: an areaDetector-compatible detector pipeline"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build the graph from a TOML config file and run it (Ctrl-C stops cleanly).
+    Run {
+        /// The config file (see docs/config-reference.md).
+        config: PathBuf,
+        /// Exit when every driver is back to Idle and every plugin has drained.
+        #[arg(long)]
+        until_idle: bool,
+        /// On exit, write every port's parameters as JSON to this file.
+        #[arg(long, value_name = "FILE.json")]
+        summary: Option<PathBuf>,
+        /// No live status line.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Run the embedded default pipeline (simulated detector → ROI/Stats/Process/StdArrays).
+    Demo {
+        /// Frames to acquire.
+        #[arg(long, default_value_t = 2000)]
+        frames: u32,
+        #[arg(long, value_name = "FILE.json")]
+        summary: Option<PathBuf>,
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Benchmarks that reproduce the seed documents' tables on this machine.
+    Bench {
+        #[command(subcommand)]
+        which: BenchCmd,
+    },
+    /// Print the parameters of a port type (or of all, as Markdown with --markdown).
+    Params {
+        /// Port type (sim, roi, stats, process, stdarrays); all when omitted.
+        #[arg(value_name = "TYPE")]
+        type_name: Option<String>,
+        #[arg(long)]
+        markdown: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Table 1 of the 2013 plugin-scaling measurement (seed 000): 11 plugins on a
+    /// 1024x1024 UInt8 simulated detector at increasing frame rates.
+    Rivers2013 {
+        /// Write the results as JSON.
+        #[arg(long, value_name = "FILE.json")]
+        json: Option<PathBuf>,
+        /// Seconds of acquisition per row (frames = seconds / AcquirePeriod).
+        #[arg(long, default_value_t = 4.0)]
+        seconds: f64,
+        /// Frames for the AcquirePeriod = 0 row.
+        #[arg(long, default_value_t = 4000)]
+        max_rate_frames: u32,
+        /// Comma-separated AcquirePeriods (s).
+        #[arg(long, default_value = "0.05,0.02,0.01,0.005,0.002,0")]
+        periods: String,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("NDFLOW_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Run {
+            config,
+            until_idle,
+            summary,
+            quiet,
+        } => std::fs::read_to_string(&config)
+            .map_err(|e| format!("cannot read {}: {e}", config.display()))
+            .and_then(|text| {
+                ioc::run(
+                    &text,
+                    &config.display().to_string(),
+                    &ioc::RunOptions {
+                        until_idle,
+                        summary,
+                        quiet,
+                        print_table: false,
+                    },
+                )
+            }),
+        Cmd::Demo {
+            frames,
+            summary,
+            quiet,
+        } => ioc::run(
+            &ioc::demo_config(frames),
+            "demo.toml (embedded)",
+            &ioc::RunOptions {
+                until_idle: true,
+                summary,
+                quiet,
+                print_table: true,
+            },
+        ),
+        Cmd::Bench { which } => match which {
+            BenchCmd::Rivers2013 {
+                json,
+                seconds,
+                max_rate_frames,
+                periods,
+            } => bench::rivers2013(&bench::RiversOptions {
+                json,
+                seconds,
+                max_rate_frames,
+                periods,
+            }),
+        },
+        Cmd::Params {
+            type_name,
+            markdown,
+        } => match type_name {
+            None if markdown => {
+                print!("{}", reference::full_markdown());
+                Ok(())
+            }
+            None => {
+                for (t, class, _, desc) in registry::TYPES {
+                    println!("{t:10} {class:18} {desc}");
+                }
+                Ok(())
+            }
+            Some(t) if registry::type_names().contains(&t.as_str()) => {
+                print!("{}", reference::markdown(&t));
+                Ok(())
+            }
+            Some(t) => Err(format!(
+                "unknown port type '{t}'; one of: {}",
+                registry::type_names().join(", ")
+            )),
+        },
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

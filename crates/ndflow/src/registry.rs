@@ -1,0 +1,117 @@
+//! Port types by name: the one place a new driver or plugin is registered.
+
+use std::sync::Arc;
+
+use ndflow_core::{ParamDef, ParamValue};
+use ndflow_plugins::{
+    process::ProcessPlugin, roi::RoiPlugin, stats::StatsPlugin, std_arrays::StdArraysPlugin,
+};
+use ndflow_runtime::params::{ARRAY_BASE_PARAMS, DRIVER_PARAMS, PLUGIN_BASE_PARAMS};
+use ndflow_runtime::{Driver, Graph, Plugin};
+use ndflow_sim::SimDetector;
+
+use crate::config::PortConfig;
+
+/// (config type, areaDetector class, is driver, one-line description)
+pub const TYPES: &[(&str, &str, bool, &str)] = &[
+    (
+        "sim",
+        "simDetector",
+        true,
+        "Simulated detector: ramp, peaks, sine, offset & noise",
+    ),
+    (
+        "roi",
+        "NDPluginROI",
+        false,
+        "N-D region of interest with binning, reverse, scale, type",
+    ),
+    (
+        "stats",
+        "NDPluginStats",
+        false,
+        "Statistics, centroid and moments, profiles, histogram",
+    ),
+    (
+        "process",
+        "NDPluginProcess",
+        false,
+        "Background, flat field, offset/scale, clipping, recursive filter",
+    ),
+    (
+        "stdarrays",
+        "NDPluginStdArrays",
+        false,
+        "The latest frame as an array parameter (waveform)",
+    ),
+];
+
+pub fn type_names() -> Vec<&'static str> {
+    TYPES.iter().map(|t| t.0).collect()
+}
+
+pub fn is_driver(type_name: &str) -> bool {
+    TYPES.iter().any(|t| t.0 == type_name && t.2)
+}
+
+/// Keys consumed when the port is constructed rather than set as parameters.
+pub fn is_constructor_key(type_name: &str, key: &str) -> bool {
+    type_name == "sim" && matches!(key, "MaxSizeX" | "MaxSizeY")
+}
+
+fn new_plugin(type_name: &str) -> Option<Arc<dyn Plugin>> {
+    Some(match type_name {
+        "roi" => Arc::new(RoiPlugin::new()),
+        "stats" => Arc::new(StatsPlugin::new()),
+        "process" => Arc::new(ProcessPlugin::new()),
+        "stdarrays" => Arc::new(StdArraysPlugin::new()),
+        _ => return None,
+    })
+}
+
+fn new_sim(max_x: usize, max_y: usize) -> Box<dyn Driver> {
+    Box::new(SimDetector::new(max_x, max_y))
+}
+
+/// Creates the port described by `p` in `graph`.
+pub fn create(graph: &Graph, p: &PortConfig) -> Result<(), String> {
+    if p.type_name == "sim" {
+        let size = |k: &str| -> Result<usize, String> {
+            match p.settings.iter().find(|s| s.key == k).map(|s| &s.value) {
+                None => Ok(1024),
+                Some(ParamValue::Int(v)) if (1..=65536).contains(v) => Ok(*v as usize),
+                Some(v) => Err(format!("{k} must be an integer 1..65536, not {v}")),
+            }
+        };
+        graph
+            .add_driver(&p.name, new_sim(size("MaxSizeX")?, size("MaxSizeY")?))
+            .map_err(|e| e.to_string())?;
+        return Ok(());
+    }
+    let plugin =
+        new_plugin(&p.type_name).ok_or_else(|| format!("unknown port type '{}'", p.type_name))?;
+    graph
+        .add_plugin(&p.name, plugin)
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// All parameter tables of a port type, base tables first.
+pub fn param_tables(type_name: &str) -> Vec<(&'static str, &'static [ParamDef])> {
+    if type_name == "sim" {
+        let sim = new_sim(8, 8);
+        return vec![
+            ("NDArrayBase", ARRAY_BASE_PARAMS),
+            ("ADBase", DRIVER_PARAMS),
+            ("simDetector", sim.params()),
+        ];
+    }
+    match new_plugin(type_name) {
+        Some(p) => vec![
+            ("NDArrayBase", ARRAY_BASE_PARAMS),
+            ("NDPluginBase", PLUGIN_BASE_PARAMS),
+            (p.plugin_type(), p.params()),
+        ],
+        None => Vec::new(),
+    }
+}
