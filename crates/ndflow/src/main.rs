@@ -77,6 +77,11 @@ enum BenchCmd {
         #[arg(long, default_value = "0.05,0.02,0.01,0.005,0.002,0")]
         periods: String,
     },
+    /// Runtime overhead per plugin hop (a chain of no-op plugins).
+    Hop {
+        #[arg(long, value_name = "FILE.json")]
+        json: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -134,6 +139,7 @@ fn main() -> ExitCode {
                 max_rate_frames,
                 periods,
             }),
+            BenchCmd::Hop { json } => bench::hop(json.as_ref()),
         },
         Cmd::Params {
             type_name,

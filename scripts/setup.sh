@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Prepares a fresh machine for ndflow: system packages, the Python virtualenv with the
+# interop clients, and the Rust build. Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
+
+# System packages: C toolchain and pkg-config for native crates, HDF5 for the file writers.
+need_pkgs=()
+for p in build-essential pkg-config cmake libhdf5-dev hdf5-tools; do
+    dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
+done
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+    echo "setup: installing system packages: ${need_pkgs[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+# Rust toolchain (rustup is preinstalled on our machines; install it if missing).
+if ! command -v cargo >/dev/null; then
+    if [ -x "$HOME/.cargo/bin/cargo" ]; then
+        export PATH="$HOME/.cargo/bin:$PATH"
+    else
+        echo "setup: cargo not found; install Rust with rustup (https://rustup.rs)" >&2
+        exit 1
+    fi
+fi
+
+# Python virtualenv with the clients our interop tests use.
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv"
+    "$PY" -m venv .venv
+fi
+if ! .venv/bin/python -c "import p4p, pvapy, h5py, hdf5plugin, numpy, pytest, tifffile" 2>/dev/null; then
+    echo "setup: installing Python packages into .venv"
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -r python/requirements-test.txt
+fi
+
+# The Rust build (release: the demo and the interop tests run the optimised binary).
+echo "setup: building ndflow (release)"
+cargo build --release -p ndflow --quiet
