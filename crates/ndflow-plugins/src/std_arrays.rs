@@ -1,1 +1,136 @@
-//! (being written)
+//! NDPluginStdArrays: the latest frame as the array parameter `ArrayData`.
+//!
+//! areaDetector serves one frame as Int8/Int16/Int32/Int64/Float32/Float64 waveforms,
+//! converting to whatever element type the client record asks for (FTVL). Here one array
+//! parameter carries the frame and `ArrayDataType` picks its element type: "Automatic"
+//! (default) is the frame's own type and shares the frame's buffer (no copy); any other
+//! type converts (`as`, saturating from floats) into a pool buffer. A protocol face that
+//! needs a fixed waveform type converts on read, as areaDetector's `readArray` does.
+//!
+//! Compressed frames pass through as their compressed bytes (UInt8, or Int8 when
+//! `ArrayDataType` is Int8), sharing the buffer, as areaDetector hands the raw stream to
+//! the waveform. Frames are passed downstream unchanged.
+
+use std::sync::{Arc, OnceLock};
+
+use ndflow_core::{
+    convert_slice, with_pixel_type, ArrayValue, DataType, NDArray, ParamDef, ParamStore, ParamValue,
+};
+use ndflow_runtime::params::DATA_TYPE_OUT_CHOICES;
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
+
+/// NDStdArrays.template's `ArrayData` plus the element-type menu.
+pub const STD_ARRAYS_PARAMS: &[ParamDef] = &[
+    ParamDef::array("ArrayData", DataType::UInt8)
+        .doc("The latest frame, flattened (dims[0] fastest); element type per ArrayDataType"),
+    ParamDef::enumeration("ArrayDataType", DATA_TYPE_OUT_CHOICES, 0)
+        .doc("Element type of ArrayData (Automatic = the frame's own type, no copy)"),
+];
+
+#[derive(Debug)]
+struct Indices {
+    array_data: usize,
+    data_type: usize,
+}
+
+/// NDPluginStdArrays. Stateless per frame (the store holds the array): up to 8 threads.
+#[derive(Debug, Default)]
+pub struct StdArraysPlugin {
+    indices: OnceLock<Indices>,
+}
+
+impl StdArraysPlugin {
+    pub fn new() -> StdArraysPlugin {
+        StdArraysPlugin::default()
+    }
+
+    fn indices(&self, p: &ParamStore) -> Result<&Indices, PluginError> {
+        if let Some(ix) = self.indices.get() {
+            return Ok(ix);
+        }
+        let one = |name: &str| {
+            p.require(name)
+                .map_err(|e| PluginError::Other(format!("NDPluginStdArrays: {e}")))
+        };
+        let ix = Indices {
+            array_data: one("ArrayData")?,
+            data_type: one("ArrayDataType")?,
+        };
+        Ok(self.indices.get_or_init(|| ix))
+    }
+}
+
+/// The frame's pixels as `want` (None = its own type, shared).
+fn array_value(
+    frame: &NDArray,
+    want: Option<DataType>,
+    ctx: &ProcessContext<'_>,
+) -> Result<ArrayValue, PluginError> {
+    if frame.is_compressed() {
+        let data_type = match want {
+            Some(DataType::Int8) => DataType::Int8,
+            _ => DataType::UInt8,
+        };
+        return Ok(ArrayValue {
+            data_type,
+            buffer: frame.buffer.clone(),
+            len: frame.compressed_size.min(frame.buffer.len()),
+        });
+    }
+    let n = frame.n_elements();
+    let from = frame.data_type;
+    let to = want.unwrap_or(from);
+    if to == from {
+        // Checks that the buffer really holds the pixels before sharing it.
+        with_pixel_type!(from, T => frame.pixels::<T>().map(|_| ()))?;
+        return Ok(ArrayValue {
+            data_type: from,
+            buffer: frame.buffer.clone(),
+            len: n,
+        });
+    }
+    let mut buf = ctx.alloc(n * to.size())?;
+    with_pixel_type!(from, S => {
+        let src = frame.pixels::<S>()?;
+        with_pixel_type!(to, D => convert_slice(src, buf.as_mut_slice::<D>()))
+    });
+    Ok(ArrayValue {
+        data_type: to,
+        buffer: buf.freeze(),
+        len: n,
+    })
+}
+
+impl Plugin for StdArraysPlugin {
+    fn plugin_type(&self) -> &'static str {
+        "NDPluginStdArrays"
+    }
+
+    fn params(&self) -> &'static [ParamDef] {
+        STD_ARRAYS_PARAMS
+    }
+
+    /// One thread: with several, an older frame could overwrite a newer one in ArrayData.
+    fn max_threads(&self) -> usize {
+        1
+    }
+
+    fn accepts_compressed(&self) -> bool {
+        true
+    }
+
+    fn process(
+        &self,
+        input: &Arc<NDArray>,
+        ctx: &mut ProcessContext<'_>,
+    ) -> Result<(), PluginError> {
+        let ix = self.indices(ctx.params)?;
+        let want = DataType::from_index(ctx.params.get_i64(ix.data_type) - 1);
+        let value = array_value(input, want, ctx)?;
+        ctx.params
+            .set(ix.array_data, ParamValue::Array(value))
+            .map_err(|e| PluginError::Other(format!("NDPluginStdArrays: {e}")))?;
+        ctx.emit(Arc::clone(input));
+        Ok(())
+    }
+}

@@ -374,7 +374,8 @@ impl PluginPort {
         };
         self.exec_ns
             .store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        self.meta.lock().update(&frame);
+        // Readbacks show the output when there is one (ROI's size), else the input.
+        self.meta.lock().update(outputs.first().unwrap_or(&frame));
         if let Err(e) = &result {
             let msg = e.to_string();
             self.log_once(
