@@ -1,1 +1,633 @@
-//! (being written)
+//! NDPluginStats: statistics, centroid and moments, profiles, histogram.
+//!
+//! What is computed, with areaDetector's definitions (NDPluginStats.cpp):
+//! 1. Statistics (N-D, all elements): min/max with the X/Y of their first occurrence
+//!    (`index % xSize`, `index / xSize`), mean, sigma (population, `sqrt(Σv²/N − mean²)`),
+//!    total, and net = total − (mean of the border) · N, where the border is, for every dim,
+//!    the first and last `BgdWidth` slabs (corner pixels count twice); BgdWidth 0: net = total.
+//! 2. Centroid (1-D/2-D): weights are the pixel values where `value >= CentroidThreshold`,
+//!    else 0. CentroidTotal = M00, centroid = (M10, M01)/M00, sigmas from the second central
+//!    moments, SigmaXY = μ11/(M00·σx·σy) (a correlation coefficient), skewness, excess
+//!    kurtosis, eccentricity = ((μ20−μ02)² − 4μ11²)/(μ20+μ02)², orientation =
+//!    ½·atan2(2μ11, μ20−μ02) in degrees. Nothing above threshold: all 0.
+//! 3. Profiles (1-D/2-D): average X/Y, thresholded average X/Y, the row/column through the
+//!    centroid (rounded) and through the cursor, CursorVal.
+//! 4. Histogram (N-D): HistSize bins over [HistMin, HistMax] (`bin = (int)((v − min)·(size −
+//!    1)/(max − min) + 0.5)`), counts below/above, entropy = −Σ c·ln c / N.
+//!
+//! Statistics and centroid come from one pass over the pixels (`stats/kernel.rs`, with the
+//! per-type accumulators of `stats/pixel.rs`); the input frame is passed on unchanged (the
+//! same `Arc`). Any number of frames may be processed at once (`MaxThreads` up to 8): each
+//! call works in its own scratch buffers and publishes its results with one `set_many`.
+//!
+//! Differences from areaDetector, all at the edges:
+//! - The average and thresholded profiles are computed whenever ComputeProfiles is Yes
+//!   (areaDetector fills them inside the centroid code, so without ComputeCentroid they are
+//!   zeros and the centroid profiles go through row and column 0).
+//! - Sigma is never NaN from rounding (a variance below 0 is 0); NaN pixels are skipped by
+//!   min/max (in areaDetector a NaN first element sticks).
+//! - Histogram: a value whose bin is beyond the C `int` range counts as above (areaDetector's
+//!   conversion wraps it to below); NaN counts as below, as on x86.
+//! - The 23-value time-series array that areaDetector sends on address 1 (for
+//!   NDPluginTimeSeries) is not produced: the runtime has one output, the input frame.
+//! - Results are read-only (`Name_RBV`); areaDetector's template also has writable records
+//!   of the same names, used only by its `Reset` records.
+
+mod kernel;
+mod pixel;
+
+use std::sync::{Arc, OnceLock};
+
+use ndflow_core::{
+    with_pixel_type, ArrayValue, BufferMut, DataType, NDArray, ParamDef, ParamStore, ParamValue,
+    Pool, MAX_DIMS,
+};
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
+use parking_lot::Mutex;
+
+use kernel::{Centroid, Columns, ProfileSums, ScanOut};
+use pixel::StatsPixel;
+
+/// NDStats.template's parameters. Results are read-only (`Name_RBV`), except `CursorVal`,
+/// whose record has no `_RBV`. The sigma readback is `Sigma_RBV`, as in the template.
+#[rustfmt::skip]
+pub const STATS_PARAMS: &[ParamDef] = &[
+    ParamDef::yes_no("ComputeStatistics", 1).doc("Compute min, max, mean, sigma, total, net"),
+    ParamDef::int32("BgdWidth", 1).min(0.0).doc("Width of the border used as background for Net (0: Net = Total)"),
+    ParamDef::float64("MinValue", 0.0).read_only().doc("Minimum value"),
+    ParamDef::float64("MaxValue", 0.0).read_only().doc("Maximum value"),
+    ParamDef::float64("MeanValue", 0.0).read_only().doc("Mean value"),
+    ParamDef::float64("Sigma", 0.0).read_only().doc("Standard deviation (population)"),
+    ParamDef::float64("Total", 0.0).read_only().doc("Sum of all elements"),
+    ParamDef::float64("Net", 0.0).read_only().doc("Total minus the mean border value times the number of elements"),
+    ParamDef::float64("MinX", 0.0).read_only().doc("X of the first minimum"),
+    ParamDef::float64("MinY", 0.0).read_only().doc("Y of the first minimum"),
+    ParamDef::float64("MaxX", 0.0).read_only().doc("X of the first maximum"),
+    ParamDef::float64("MaxY", 0.0).read_only().doc("Y of the first maximum"),
+    ParamDef::yes_no("ComputeCentroid", 0).doc("Compute centroid and moments (1-D/2-D)"),
+    ParamDef::float64("CentroidThreshold", 1.0).doc("Pixels with value >= threshold weigh their value, others 0"),
+    ParamDef::float64("CentroidTotal", 0.0).read_only().doc("Sum of the pixels above threshold (M00)"),
+    ParamDef::float64("CentroidX", 0.0).read_only().doc("Centroid X"),
+    ParamDef::float64("CentroidY", 0.0).read_only().doc("Centroid Y"),
+    ParamDef::float64("SigmaX", 0.0).read_only().doc("Sigma in X about the centroid"),
+    ParamDef::float64("SigmaY", 0.0).read_only().doc("Sigma in Y about the centroid"),
+    ParamDef::float64("SigmaXY", 0.0).read_only().doc("X-Y correlation coefficient"),
+    ParamDef::float64("SkewX", 0.0).read_only().doc("Skewness in X"),
+    ParamDef::float64("SkewY", 0.0).read_only().doc("Skewness in Y"),
+    ParamDef::float64("KurtosisX", 0.0).read_only().doc("Excess kurtosis in X"),
+    ParamDef::float64("KurtosisY", 0.0).read_only().doc("Excess kurtosis in Y"),
+    ParamDef::float64("Eccentricity", 0.0).read_only().doc("Eccentricity from the second central moments"),
+    ParamDef::float64("Orientation", 0.0).read_only().doc("Orientation of the major axis (degrees)"),
+    ParamDef::yes_no("ComputeProfiles", 0).doc("Compute the X/Y profiles (1-D/2-D)"),
+    ParamDef::int32("ProfileSizeX", 0).read_only().doc("Length of the X profiles"),
+    ParamDef::int32("ProfileSizeY", 0).read_only().doc("Length of the Y profiles"),
+    ParamDef::int32("CursorX", 256).min(0.0).doc("Cursor X (clamped to the image)"),
+    ParamDef::int32("CursorY", 256).min(0.0).doc("Cursor Y (clamped to the image)"),
+    ParamDef::float64("CursorVal", 0.0).read_only_plain().doc("Value at the cursor"),
+    ParamDef::array("ProfileAverageX", DataType::Float64).read_only().doc("Average over Y of each column"),
+    ParamDef::array("ProfileAverageY", DataType::Float64).read_only().doc("Average over X of each row"),
+    ParamDef::array("ProfileThresholdX", DataType::Float64).read_only().doc("Average over Y of each column, below-threshold pixels as 0"),
+    ParamDef::array("ProfileThresholdY", DataType::Float64).read_only().doc("Average over X of each row, below-threshold pixels as 0"),
+    ParamDef::array("ProfileCentroidX", DataType::Float64).read_only().doc("The row through the centroid"),
+    ParamDef::array("ProfileCentroidY", DataType::Float64).read_only().doc("The column through the centroid"),
+    ParamDef::array("ProfileCursorX", DataType::Float64).read_only().doc("The row through the cursor"),
+    ParamDef::array("ProfileCursorY", DataType::Float64).read_only().doc("The column through the cursor"),
+    ParamDef::yes_no("ComputeHistogram", 0).doc("Compute the histogram"),
+    ParamDef::int32("HistSize", 256).range(1.0, 1_000_000.0).doc("Number of bins"),
+    ParamDef::float64("HistMin", 0.0).doc("Value of the first bin"),
+    ParamDef::float64("HistMax", 255.0).doc("Value of the last bin (<= HistMin: HistMin + 1)"),
+    ParamDef::int32("HistBelow", 0).read_only().doc("Elements below HistMin"),
+    ParamDef::int32("HistAbove", 0).read_only().doc("Elements above HistMax"),
+    ParamDef::float64("HistEntropy", 0.0).read_only().doc("-sum(c ln c)/N over the bins"),
+    ParamDef::array("Histogram", DataType::Float64).read_only().doc("Counts per bin"),
+    ParamDef::array("HistogramX", DataType::Float64).read_only().doc("HistMin + i (HistMax - HistMin)/HistSize"),
+];
+
+/// MaxThreads_RBV: the available cores, at most this many.
+const MAX_THREADS: usize = 8;
+
+/// Parameter indices, resolved once (a port's layout never changes).
+#[derive(Debug)]
+struct Indices {
+    compute: [usize; 4],
+    bgd_width: usize,
+    threshold: usize,
+    cursor: [usize; 2],
+    hist_size: usize,
+    hist_min: usize,
+    hist_max: usize,
+    /// MinValue, MaxValue, MeanValue, Sigma, Total, Net, MinX, MinY, MaxX, MaxY.
+    basic: [usize; 10],
+    /// CentroidTotal … Orientation, in `Centroid`'s order.
+    centroid: [usize; 12],
+    profile_size: [usize; 2],
+    cursor_val: usize,
+    /// AverageX/Y, ThresholdX/Y, CentroidX/Y, CursorX/Y.
+    profiles: [usize; 8],
+    hist: [usize; 5],
+}
+
+impl Indices {
+    fn resolve(p: &ParamStore) -> Result<Indices, PluginError> {
+        fn all<const N: usize>(
+            p: &ParamStore,
+            names: [&str; N],
+        ) -> Result<[usize; N], PluginError> {
+            let mut out = [0; N];
+            for (o, name) in out.iter_mut().zip(names) {
+                *o = p
+                    .require(name)
+                    .map_err(|e| PluginError::Other(format!("NDPluginStats: {e}")))?;
+            }
+            Ok(out)
+        }
+        let [bgd_width, threshold, hist_size, hist_min, hist_max, cursor_val] = all(
+            p,
+            [
+                "BgdWidth",
+                "CentroidThreshold",
+                "HistSize",
+                "HistMin",
+                "HistMax",
+                "CursorVal",
+            ],
+        )?;
+        Ok(Indices {
+            compute: all(
+                p,
+                [
+                    "ComputeStatistics",
+                    "ComputeCentroid",
+                    "ComputeProfiles",
+                    "ComputeHistogram",
+                ],
+            )?,
+            bgd_width,
+            threshold,
+            cursor: all(p, ["CursorX", "CursorY"])?,
+            hist_size,
+            hist_min,
+            hist_max,
+            basic: all(
+                p,
+                [
+                    "MinValue",
+                    "MaxValue",
+                    "MeanValue",
+                    "Sigma",
+                    "Total",
+                    "Net",
+                    "MinX",
+                    "MinY",
+                    "MaxX",
+                    "MaxY",
+                ],
+            )?,
+            centroid: all(
+                p,
+                [
+                    "CentroidTotal",
+                    "CentroidX",
+                    "CentroidY",
+                    "SigmaX",
+                    "SigmaY",
+                    "SigmaXY",
+                    "SkewX",
+                    "SkewY",
+                    "KurtosisX",
+                    "KurtosisY",
+                    "Eccentricity",
+                    "Orientation",
+                ],
+            )?,
+            profile_size: all(p, ["ProfileSizeX", "ProfileSizeY"])?,
+            cursor_val,
+            profiles: all(
+                p,
+                [
+                    "ProfileAverageX",
+                    "ProfileAverageY",
+                    "ProfileThresholdX",
+                    "ProfileThresholdY",
+                    "ProfileCentroidX",
+                    "ProfileCentroidY",
+                    "ProfileCursorX",
+                    "ProfileCursorY",
+                ],
+            )?,
+            hist: all(
+                p,
+                [
+                    "HistBelow",
+                    "HistAbove",
+                    "HistEntropy",
+                    "Histogram",
+                    "HistogramX",
+                ],
+            )?,
+        })
+    }
+}
+
+/// One frame's settings, read under one lock and clamped.
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    statistics: bool,
+    centroid: bool,
+    profiles: bool,
+    histogram: bool,
+    bgd_width: usize,
+    threshold: f64,
+    cursor: [usize; 2],
+    hist_size: usize,
+    hist_min: f64,
+    hist_max: f64,
+}
+
+const MAX_HIST_SIZE: usize = 1_000_000;
+
+impl Settings {
+    fn read(v: &[ParamValue], ix: &Indices) -> Settings {
+        let int = |i: usize| v.get(i).and_then(ParamValue::as_i64).unwrap_or(0);
+        let float = |i: usize| v.get(i).and_then(ParamValue::as_f64).unwrap_or(0.0);
+        let count = |i: usize| usize::try_from(int(i)).unwrap_or(0);
+        Settings {
+            statistics: int(ix.compute[0]) != 0,
+            centroid: int(ix.compute[1]) != 0,
+            profiles: int(ix.compute[2]) != 0,
+            histogram: int(ix.compute[3]) != 0,
+            bgd_width: count(ix.bgd_width),
+            threshold: float(ix.threshold),
+            cursor: [count(ix.cursor[0]), count(ix.cursor[1])],
+            hist_size: count(ix.hist_size).clamp(1, MAX_HIST_SIZE),
+            hist_min: float(ix.hist_min),
+            hist_max: float(ix.hist_max),
+        }
+    }
+
+    fn hist_key(&self) -> (usize, u64, u64) {
+        (
+            self.hist_size,
+            self.hist_min.to_bits(),
+            self.hist_max.to_bits(),
+        )
+    }
+}
+
+/// Reusable per-call buffers (one per concurrently processing thread).
+#[derive(Default)]
+struct Scratch {
+    cols: Vec<u64>,
+    counts: Vec<u64>,
+    writes: Vec<(usize, ParamValue)>,
+}
+
+/// NDPluginStats. Thread-safe: any number of frames may be processed at once.
+pub struct StatsPlugin {
+    indices: OnceLock<Indices>,
+    scratch: Mutex<Vec<Scratch>>,
+    /// (HistSize, HistMin, HistMax) of the HistogramX last published.
+    hist_x: Mutex<Option<(usize, u64, u64)>>,
+    max_threads: usize,
+}
+
+impl Default for StatsPlugin {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StatsPlugin {
+    pub fn new() -> StatsPlugin {
+        StatsPlugin {
+            indices: OnceLock::new(),
+            scratch: Mutex::new(Vec::new()),
+            hist_x: Mutex::new(None),
+            max_threads: std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(MAX_THREADS),
+        }
+    }
+
+    fn indices(&self, params: &ParamStore) -> Result<&Indices, PluginError> {
+        if let Some(ix) = self.indices.get() {
+            return Ok(ix);
+        }
+        let ix = Indices::resolve(params)?;
+        Ok(self.indices.get_or_init(|| ix))
+    }
+
+    /// HistogramX when (HistSize, HistMin, HistMax) changed since it was last published.
+    fn hist_x_update(&self, s: &Settings, pool: &Pool) -> Option<ParamValue> {
+        let key = s.hist_key();
+        let mut last = self.hist_x.lock();
+        if *last == Some(key) {
+            return None;
+        }
+        *last = Some(key);
+        let step = (s.hist_max - s.hist_min) / s.hist_size as f64;
+        let mut buf = f64_buf(pool, s.hist_size).ok()?;
+        for (i, x) in buf.as_mut_slice::<f64>().iter_mut().enumerate() {
+            *x = s.hist_min + i as f64 * step;
+        }
+        Some(array_value(buf, s.hist_size))
+    }
+
+    fn compute<T: StatsPixel>(
+        &self,
+        frame: &NDArray,
+        s: &Settings,
+        ix: &Indices,
+        pool: &Pool,
+        scratch: &mut Scratch,
+    ) -> Result<(), PluginError> {
+        let data = frame.pixels::<T>()?;
+        let n = data.len();
+        let nd = frame.ndims();
+        let nx = frame.dims.first().map_or(0, |d| d.size);
+        let ny = if nd > 1 {
+            frame.dims.get(1).map_or(1, |d| d.size)
+        } else {
+            1
+        };
+        let writes = &mut scratch.writes;
+        if n == 0 {
+            return Ok(());
+        }
+        let two_d = nd <= 2;
+        let want_c = s.centroid || s.profiles;
+        let (thr, none_pass) = T::threshold(s.threshold);
+
+        let mut prof = match s.profiles {
+            true => Some(Profiles::alloc(pool, nx, ny)?),
+            false => None,
+        };
+        let mut scan_out = ScanOut::default();
+        if s.statistics || (want_c && two_d) {
+            let profs = prof.as_mut().filter(|_| two_d).map(Profiles::sums);
+            scan_out = if want_c && two_d {
+                let cols = Columns::<T>::new(&mut scratch.cols, nx)
+                    .ok_or_else(|| PluginError::Other("NDPluginStats: column scratch".into()))?;
+                match profs {
+                    Some(p) => kernel::scan::<T, true, true>(data, nx, thr, Some(cols), Some(p)),
+                    None => kernel::scan::<T, true, false>(data, nx, thr, Some(cols), None),
+                }
+            } else {
+                kernel::scan::<T, false, false>(data, nx, thr, None, None)
+            };
+            if none_pass {
+                // The placeholder threshold may have let the largest value through.
+                scan_out.moments = kernel::Moments::default();
+                if let Some(p) = prof.as_mut() {
+                    p.clear_threshold();
+                }
+            }
+        }
+
+        if s.statistics {
+            let o = &scan_out;
+            let mean = o.sum / n as f64;
+            let sigma = (o.sum_sq / n as f64 - mean * mean).max(0.0).sqrt();
+            let net = if s.bgd_width > 0 {
+                let mut sizes = [0usize; MAX_DIMS];
+                for (z, d) in sizes.iter_mut().zip(&frame.dims) {
+                    *z = d.size;
+                }
+                let sizes = &sizes[..nd.min(MAX_DIMS)];
+                o.sum - kernel::border_mean(data, sizes, s.bgd_width) * n as f64
+            } else {
+                o.sum
+            };
+            let xs = frame.info().x_size.max(1);
+            let vals = [
+                o.min,
+                o.max,
+                mean,
+                sigma,
+                o.sum,
+                net,
+                (o.min_idx % xs) as f64,
+                (o.min_idx / xs) as f64,
+                (o.max_idx % xs) as f64,
+                (o.max_idx / xs) as f64,
+            ];
+            writes.extend(
+                ix.basic
+                    .iter()
+                    .zip(vals)
+                    .map(|(&i, v)| (i, ParamValue::Float(v))),
+            );
+        }
+
+        let centroid = if two_d {
+            scan_out.moments.centroid()
+        } else {
+            Centroid::default()
+        };
+        if s.centroid {
+            let c = &centroid;
+            let vals = [
+                c.total,
+                c.x,
+                c.y,
+                c.sigma_x,
+                c.sigma_y,
+                c.sigma_xy,
+                c.skew_x,
+                c.skew_y,
+                c.kurtosis_x,
+                c.kurtosis_y,
+                c.eccentricity,
+                c.orientation,
+            ];
+            writes.extend(
+                ix.centroid
+                    .iter()
+                    .zip(vals)
+                    .map(|(&i, v)| (i, ParamValue::Float(v))),
+            );
+        }
+        if want_c {
+            writes.push((ix.profile_size[0], ParamValue::from(nx)));
+            writes.push((ix.profile_size[1], ParamValue::from(ny)));
+        }
+
+        if let Some(mut p) = prof {
+            let mut cursor_val = 0.0;
+            if two_d {
+                let [cx, cy] = s.cursor;
+                let cx = cx.min(nx - 1);
+                let cy = cy.min(ny - 1);
+                let ccx = ((centroid.x + 0.5) as usize).min(nx - 1);
+                let ccy = ((centroid.y + 0.5) as usize).min(ny - 1);
+                p.lines(data, nx, [ccx, ccy], [cx, cy]);
+                cursor_val = data.get(cy * nx + cx).map_or(0.0, |v| v.to_f64());
+            }
+            writes.push((ix.cursor_val, ParamValue::Float(cursor_val)));
+            for ((&i, buf), len) in ix.profiles.iter().zip(p.bufs).zip(p.lens) {
+                writes.push((i, array_value(buf, len)));
+            }
+        }
+
+        if s.histogram {
+            let counts = &mut scratch.counts;
+            counts.clear();
+            counts.resize(s.hist_size, 0);
+            let h = kernel::histogram(data, s.hist_min, s.hist_max, counts);
+            let entropy = kernel::entropy(counts, n);
+            let mut buf = f64_buf(pool, s.hist_size)?;
+            for (o, &c) in buf.as_mut_slice::<f64>().iter_mut().zip(counts.iter()) {
+                *o = c as f64;
+            }
+            writes.push((ix.hist[0], ParamValue::from(h.below as i64)));
+            writes.push((ix.hist[1], ParamValue::from(h.above as i64)));
+            writes.push((ix.hist[2], ParamValue::Float(entropy)));
+            writes.push((ix.hist[3], array_value(buf, s.hist_size)));
+            if let Some(x) = self.hist_x_update(s, pool) {
+                writes.push((ix.hist[4], x));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Plugin for StatsPlugin {
+    fn plugin_type(&self) -> &'static str {
+        "NDPluginStats"
+    }
+
+    fn params(&self) -> &'static [ParamDef] {
+        STATS_PARAMS
+    }
+
+    fn max_threads(&self) -> usize {
+        self.max_threads
+    }
+
+    fn process(
+        &self,
+        input: &Arc<NDArray>,
+        ctx: &mut ProcessContext<'_>,
+    ) -> Result<(), PluginError> {
+        if input.is_compressed() {
+            return Err(PluginError::Unsupported(format!(
+                "NDPluginStats needs uncompressed arrays, got codec {}",
+                input.codec.name
+            )));
+        }
+        let ix = self.indices(ctx.params)?;
+        let s = ctx.params.with_values(|v| Settings::read(v, ix));
+        let mut scratch = self.scratch.lock().pop().unwrap_or_default();
+        scratch.writes.clear();
+        let res = with_pixel_type!(input.data_type, T => {
+            self.compute::<T>(input, &s, ix, ctx.pool(), &mut scratch)
+        });
+        if res.is_ok() {
+            ctx.params.set_many(&scratch.writes);
+        }
+        // Drop the array values now: their buffers go back to the pool.
+        scratch.writes.clear();
+        self.scratch.lock().push(scratch);
+        res?;
+        ctx.emit(Arc::clone(input));
+        Ok(())
+    }
+
+    fn param_changed(&self, params: &ParamStore, idx: usize, _value: &ParamValue) {
+        // HistogramX follows HistSize/HistMin/HistMax at once, as areaDetector's computeHistX.
+        let Ok(ix) = self.indices(params) else { return };
+        if ![ix.hist_size, ix.hist_min, ix.hist_max].contains(&idx) {
+            return;
+        }
+        let s = params.with_values(|v| Settings::read(v, ix));
+        if let Some(x) = self.hist_x_update(&s, &Pool::unlimited()) {
+            params.set_many(&[(ix.hist[4], x)]);
+        }
+    }
+}
+
+/// A buffer for `len` f64 from the frame's pool, or from a private one if the pool is at its
+/// cap (a result array must not cost the frame).
+fn f64_buf(pool: &Pool, len: usize) -> Result<BufferMut, PluginError> {
+    let bytes = len * 8;
+    Ok(pool
+        .alloc(bytes)
+        .or_else(|_| Pool::unlimited().alloc(bytes))?)
+}
+
+fn array_value(buf: BufferMut, len: usize) -> ParamValue {
+    let len = len.min(buf.len() / 8);
+    ParamValue::Array(ArrayValue {
+        data_type: DataType::Float64,
+        buffer: buf.freeze(),
+        len,
+    })
+}
+
+/// The eight profile arrays of one frame.
+struct Profiles {
+    bufs: [BufferMut; 8],
+    lens: [usize; 8],
+}
+
+impl Profiles {
+    fn alloc(pool: &Pool, nx: usize, ny: usize) -> Result<Profiles, PluginError> {
+        let zeroed = |len: usize| -> Result<BufferMut, PluginError> {
+            let mut b = f64_buf(pool, len)?;
+            b.as_mut_slice::<f64>().fill(0.0);
+            Ok(b)
+        };
+        let (x, y) = (nx, ny);
+        Ok(Profiles {
+            bufs: [
+                zeroed(x)?,
+                zeroed(y)?,
+                zeroed(x)?,
+                zeroed(y)?,
+                zeroed(x)?,
+                zeroed(y)?,
+                zeroed(x)?,
+                zeroed(y)?,
+            ],
+            lens: [x, y, x, y, x, y, x, y],
+        })
+    }
+
+    fn sums(&mut self) -> ProfileSums<'_> {
+        let [ax, ay, tx, ty, ..] = &mut self.bufs;
+        ProfileSums {
+            avg_x: ax.as_mut_slice(),
+            avg_y: ay.as_mut_slice(),
+            thr_x: tx.as_mut_slice(),
+            thr_y: ty.as_mut_slice(),
+        }
+    }
+
+    fn clear_threshold(&mut self) {
+        self.bufs[2].as_mut_slice::<f64>().fill(0.0);
+        self.bufs[3].as_mut_slice::<f64>().fill(0.0);
+    }
+
+    /// The row and column through the centroid and through the cursor.
+    fn lines<T: StatsPixel>(
+        &mut self,
+        data: &[T],
+        nx: usize,
+        centroid: [usize; 2],
+        cursor: [usize; 2],
+    ) {
+        let [_, _, _, _, cx, cy, ux, uy] = &mut self.bufs;
+        let row = |y: usize| data.get(y * nx..(y + 1) * nx).unwrap_or_default();
+        for (dst, src) in [(cx, centroid[1]), (ux, cursor[1])] {
+            for (o, v) in dst.as_mut_slice::<f64>().iter_mut().zip(row(src)) {
+                *o = v.to_f64();
+            }
+        }
+        for (dst, x) in [(cy, centroid[0]), (uy, cursor[0])] {
+            let col = data.iter().skip(x).step_by(nx.max(1));
+            for (o, v) in dst.as_mut_slice::<f64>().iter_mut().zip(col) {
+                *o = v.to_f64();
+            }
+        }
+    }
+}

@@ -291,14 +291,17 @@ pub fn hop_overhead(chain: usize, frames: usize, workers: usize) -> Result<(f64,
             .put(&name, "QueueSize", (frames as i64).min(100_000))
             .map_err(|e| e.to_string())?;
         if !prev.is_empty() {
-            graph.put(&name, "NDArrayPort", prev.as_str()).map_err(|e| e.to_string())?;
+            graph
+                .put(&name, "NDArrayPort", prev.as_str())
+                .map_err(|e| e.to_string())?;
         }
         prev = name;
     }
     let head = graph.plugin("N0").ok_or("no head")?;
     let pool = ndflow_core::Pool::unlimited();
     let frame = std::sync::Arc::new(
-        ndflow_core::NDArray::from_pixels(&pool, &[64, 64], &[0u8; 4096]).map_err(|e| e.to_string())?,
+        ndflow_core::NDArray::from_pixels(&pool, &[64, 64], &[0u8; 4096])
+            .map_err(|e| e.to_string())?,
     );
     let cpu0 = process_cpu_seconds();
     let t0 = Instant::now();
@@ -326,15 +329,21 @@ pub fn hop_overhead(chain: usize, frames: usize, workers: usize) -> Result<(f64,
 pub fn hop(json: Option<&PathBuf>) -> Result<(), String> {
     let mut results = Vec::new();
     println!("Runtime overhead per plugin hop (chain of 10 no-op plugins, 64x64 UInt8 frames)");
-    println!("{:>8} {:>12} {:>12}", "workers", "CPU us/hop", "wall us/hop");
+    println!(
+        "{:>8} {:>12} {:>12}",
+        "workers", "CPU us/hop", "wall us/hop"
+    );
     for workers in [1, 2] {
         let (cpu, wall) = hop_overhead(10, 200_000, workers)?;
         println!("{workers:>8} {cpu:>12.3} {wall:>12.3}");
         results.push(json!({"workers": workers, "cpu_us_per_hop": cpu, "wall_us_per_hop": wall}));
     }
     if let Some(path) = json {
-        std::fs::write(path, serde_json::to_string_pretty(&results).map_err(|e| e.to_string())? + "\n")
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        std::fs::write(
+            path,
+            serde_json::to_string_pretty(&results).map_err(|e| e.to_string())? + "\n",
+        )
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
 }

@@ -221,11 +221,14 @@ fn strip_port(msg: &str, port: &str) -> String {
         .to_string()
 }
 
+/// Builds an error from (line, port, key, message).
+type ErrorAt<'a> = &'a dyn Fn(Option<usize>, Option<&str>, Option<&str>, String) -> ConfigError;
+
 fn parse_port(
     t: &Table,
     line: usize,
     lines: &LineIndex,
-    err: &dyn Fn(Option<usize>, Option<&str>, Option<&str>, String) -> ConfigError,
+    err: ErrorAt<'_>,
 ) -> Result<PortConfig, ConfigError> {
     let name = t
         .get("name")

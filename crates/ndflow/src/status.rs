@@ -64,7 +64,7 @@ impl StatusLine {
         let drop_text = if drops.is_empty() {
             "no drops".to_string()
         } else {
-            drops.sort_by(|a, b| b.1.cmp(&a.1));
+            drops.sort_by_key(|d| std::cmp::Reverse(d.1));
             let list: Vec<String> = drops
                 .iter()
                 .take(4)

@@ -2,7 +2,10 @@
 
 #[test]
 fn committed_reference_matches_the_declarations() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config-reference.md");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/config-reference.md"
+    );
     let committed = std::fs::read_to_string(path).unwrap_or_default();
     let generated = ndflow::reference::full_markdown();
     assert!(
