@@ -27,9 +27,11 @@ pub struct Fanout {
 
 impl Fanout {
     pub(crate) fn offer_all(&self, frame: &Arc<NDArray>) {
-        for s in self.subs.read().iter() {
-            s.offer(frame);
-        }
+        crate::scheduler::batch(|| {
+            for s in self.subs.read().iter() {
+                s.offer(frame);
+            }
+        });
     }
     pub(crate) fn add(&self, port: Arc<PluginPort>) {
         let mut subs = self.subs.write();
@@ -339,7 +341,7 @@ impl PluginPort {
     }
 
     /// One worker's turn: process one queued frame, then hand the port back to the pool.
-    pub(crate) fn run_task(self: Arc<Self>, sched: &Scheduler) {
+    pub(crate) fn run_task(self: Arc<Self>, sched: &Arc<Scheduler>) {
         let frame = {
             let mut st = self.state.lock();
             match st.queue.pop_front() {

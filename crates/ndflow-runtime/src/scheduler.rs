@@ -32,6 +32,30 @@ pub(crate) struct Scheduler {
 thread_local! {
     /// The local deque of the current worker, with the address of its scheduler.
     static LOCAL: RefCell<Option<(usize, Worker<Task>)>> = const { RefCell::new(None) };
+    /// Inside [`batch`]: nesting depth, and the scheduler to wake once at the end.
+    static BATCH: RefCell<(u32, Option<Arc<Scheduler>>)> = const { RefCell::new((0, None)) };
+}
+
+/// Runs `f` (a fan-out that may submit many tasks) and wakes at most one sleeping worker at
+/// the end, instead of one per task. Waking a worker can preempt the waking thread on its own
+/// core; a driver thread that woke eleven workers per frame lost ~0.4 ms a frame that way.
+/// The woken worker wakes the next if more work is waiting (see `worker_loop`).
+pub(crate) fn batch<R>(f: impl FnOnce() -> R) -> R {
+    BATCH.with(|b| b.borrow_mut().0 += 1);
+    let r = f();
+    let wake = BATCH.with(|b| {
+        let mut b = b.borrow_mut();
+        b.0 -= 1;
+        if b.0 == 0 {
+            b.1.take()
+        } else {
+            None
+        }
+    });
+    if let Some(s) = wake {
+        s.wake_one();
+    }
+    r
 }
 
 impl Scheduler {
@@ -68,7 +92,7 @@ impl Scheduler {
         self as *const Scheduler as usize
     }
 
-    pub(crate) fn submit(&self, task: Task) {
+    pub(crate) fn submit(self: &Arc<Self>, task: Task) {
         let pushed_local = LOCAL.with(|l| match &*l.borrow() {
             Some((id, w)) if *id == self.id() => {
                 w.push(task.clone());
@@ -79,15 +103,32 @@ impl Scheduler {
         if !pushed_local {
             self.injector.push(task);
         }
-        if self.sleepers.load(Ordering::SeqCst) > 0 {
-            let _g = self.sleep_lock.lock();
-            self.wake.notify_one();
-        }
+        self.wake_soon();
     }
 
     /// Submits to the global queue (fair re-scheduling of a port with more work).
-    pub(crate) fn submit_global(&self, task: Task) {
+    pub(crate) fn submit_global(self: &Arc<Self>, task: Task) {
         self.injector.push(task);
+        self.wake_soon();
+    }
+
+    /// Wakes a worker now, or at the end of the current [`batch`].
+    fn wake_soon(self: &Arc<Self>) {
+        let deferred = BATCH.with(|b| {
+            let mut b = b.borrow_mut();
+            if b.0 > 0 {
+                b.1 = Some(self.clone());
+                true
+            } else {
+                false
+            }
+        });
+        if !deferred {
+            self.wake_one();
+        }
+    }
+
+    fn wake_one(&self) {
         if self.sleepers.load(Ordering::SeqCst) > 0 {
             let _g = self.sleep_lock.lock();
             self.wake.notify_one();
@@ -127,7 +168,13 @@ impl Scheduler {
             }
             let task = LOCAL.with(|l| l.borrow().as_ref().and_then(|(_, w)| self.find_task(w)));
             match task {
-                Some(port) => port.run_task(&self),
+                Some(port) => {
+                    // More work waiting: pass the wake-up on (one worker wakes the next).
+                    if !self.injector.is_empty() || !stealer_probe.is_empty() {
+                        self.wake_one();
+                    }
+                    port.run_task(&self)
+                }
                 None => {
                     let mut g = self.sleep_lock.lock();
                     self.sleepers.fetch_add(1, Ordering::SeqCst);

@@ -268,7 +268,38 @@ fn first_eq<T: Pixel>(px: &[T], m: T) -> usize {
 ///
 /// `C`: also the centroid sums, in `cols` (`Some`). `P`: also the profile sums into
 /// `prof` (`Some`); requires `C`.
+///
+/// Compiled twice, like the Process kernel: for the baseline target and, chosen at run time,
+/// for AVX2 (twice the integer lanes of SSE2 in every per-row loop).
 pub(crate) fn scan<T: StatsPixel, const C: bool, const P: bool>(
+    data: &[T],
+    nx: usize,
+    thr: T::Thr,
+    cols: Option<Columns<'_, T>>,
+    prof: Option<ProfileSums<'_>>,
+) -> ScanOut {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: scan_avx2 only requires AVX2, which the CPU was just seen to have.
+        return unsafe { scan_avx2::<T, C, P>(data, nx, thr, cols, prof) };
+    }
+    scan_impl::<T, C, P>(data, nx, thr, cols, prof)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn scan_avx2<T: StatsPixel, const C: bool, const P: bool>(
+    data: &[T],
+    nx: usize,
+    thr: T::Thr,
+    cols: Option<Columns<'_, T>>,
+    prof: Option<ProfileSums<'_>>,
+) -> ScanOut {
+    scan_impl::<T, C, P>(data, nx, thr, cols, prof)
+}
+
+#[inline(always)]
+fn scan_impl<T: StatsPixel, const C: bool, const P: bool>(
     data: &[T],
     nx: usize,
     thr: T::Thr,
