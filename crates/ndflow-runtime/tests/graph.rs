@@ -353,7 +353,11 @@ fn max_byte_rate_drops_outputs_and_counts_them() {
     assert_eq!(t.processed, 300, "the input side is not throttled");
     let passed = sink.seen.lock().len() as u64;
     assert!(passed < 50, "throttled to ~10/s, got {passed}");
-    assert_eq!(passed + t.dropped_output, 300, "every output passed or counted");
+    assert_eq!(
+        passed + t.dropped_output,
+        300,
+        "every output passed or counted"
+    );
     g.publish_now();
     assert_eq!(
         g.get("T", "DroppedOutputArrays_RBV").ok(),

@@ -279,7 +279,12 @@ impl ndflow_runtime::Plugin for NoOp {
 
 /// Runtime overhead per plugin hop: frames pushed through a chain of no-op plugins.
 /// Returns (CPU µs per hop, wall µs per hop).
-pub fn hop_overhead(chain: usize, frames: usize, workers: usize) -> Result<(f64, f64), String> {
+pub fn hop_overhead(
+    chain: usize,
+    frames: usize,
+    workers: usize,
+    one_at_a_time: bool,
+) -> Result<(f64, f64), String> {
     let graph = Graph::new(workers);
     let mut prev = String::new();
     for i in 0..chain {
@@ -305,19 +310,31 @@ pub fn hop_overhead(chain: usize, frames: usize, workers: usize) -> Result<(f64,
     );
     let cpu0 = process_cpu_seconds();
     let t0 = Instant::now();
-    // Feed in batches the queues can hold, so nothing is dropped.
-    let mut sent = 0;
-    while sent < frames {
-        let batch = (frames - sent).min(10_000);
-        for _ in 0..batch {
+    let tail = graph.plugin(&prev).ok_or("no tail")?;
+    if one_at_a_time {
+        // Latency: each frame crosses the whole chain before the next is offered, so every
+        // hop pays a wake-up (the caller spins, to time the chain and not its own sleep).
+        for i in 0..frames {
             head.offer(&frame);
+            while tail.accounting().processed <= i as u64 {
+                std::hint::spin_loop();
+            }
         }
-        sent += batch;
-        graph.wait_idle(Duration::from_secs(60));
+    } else {
+        // Throughput: feed in batches the queues can hold, so nothing is dropped.
+        let mut sent = 0;
+        while sent < frames {
+            let batch = (frames - sent).min(10_000);
+            for _ in 0..batch {
+                head.offer(&frame);
+            }
+            sent += batch;
+            graph.wait_idle(Duration::from_secs(60));
+        }
     }
     let wall = t0.elapsed().as_secs_f64();
     let cpu = process_cpu_seconds() - cpu0;
-    let last = graph.plugin(&prev).ok_or("no tail")?.accounting();
+    let last = tail.accounting();
     if last.processed != frames as u64 {
         return Err(format!("tail processed {} of {frames}", last.processed));
     }
@@ -330,14 +347,23 @@ pub fn hop(json: Option<&PathBuf>) -> Result<(), String> {
     let mut results = Vec::new();
     println!("Runtime overhead per plugin hop (chain of 10 no-op plugins, 64x64 UInt8 frames)");
     println!(
-        "{:>8} {:>12} {:>12}",
-        "workers", "CPU us/hop", "wall us/hop"
+        "{:<20} {:>8} {:>12} {:>12}",
+        "mode", "workers", "CPU us/hop", "wall us/hop"
     );
-    for workers in [1, 2] {
-        let (cpu, wall) = hop_overhead(10, 200_000, workers)?;
-        println!("{workers:>8} {cpu:>12.3} {wall:>12.3}");
-        results.push(json!({"workers": workers, "cpu_us_per_hop": cpu, "wall_us_per_hop": wall}));
+    let modes = [
+        ("streaming", false, 200_000),
+        ("one at a time", true, 5_000),
+    ];
+    for (mode, one, frames) in modes {
+        for workers in [1, 2] {
+            let (cpu, wall) = hop_overhead(10, frames, workers, one)?;
+            println!("{mode:<20} {workers:>8} {cpu:>12.3} {wall:>12.3}");
+            results.push(json!({
+                "mode": mode, "workers": workers, "cpu_us_per_hop": cpu, "wall_us_per_hop": wall
+            }));
+        }
     }
+    println!("(CPU includes the feeding thread; in one-at-a-time mode it spins while it waits)");
     if let Some(path) = json {
         std::fs::write(
             path,

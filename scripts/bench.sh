@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs the benchmarks recorded in docs/benchmarks.md (after scripts/setup.sh).
+# Results go to out/bench/; each benchmark measures its own reference in the same run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p out/bench
+echo "== machine"; (lscpu | grep -E "Model name|^CPU\(s\)|L2|L3"; uptime) | tee out/bench/machine.txt
+echo "== rivers2013 (seed 000, Table 1)"
+./target/release/ndflow bench rivers2013 --json out/bench/rivers2013.json | tee out/bench/rivers2013.txt
+echo "== runtime overhead per hop"
+./target/release/ndflow bench hop --json out/bench/hop.json | tee out/bench/hop.txt
+echo "== kernels (criterion, each next to a memcpy of the same bytes)"
+for b in roi stats process; do
+    cargo bench -p ndflow-plugins --bench "$b" -- --quick 2>&1 | grep -E "^[a-z_0-9/]+|time:" | tee "out/bench/$b.txt"
+done
+cargo bench -p ndflow-sim --bench sim -- --quick 2>&1 | grep -E "^[a-z_0-9/]+|time:" | tee out/bench/sim.txt
