@@ -1,5 +1,6 @@
 //! NDPluginProcess frame time for the 2013 benchmark's PROC1 (1024×1024 UInt8, Average of
-//! 100 frames, output Automatic) against a memcpy of the same frame.
+//! 100 frames, output Automatic) against a memcpy of the same frame; `average100_f32` is the
+//! same with FilterPrecision = Float32 (F in f32: half the memory traffic).
 //!
 //! `cargo bench -p ndflow-plugins --bench process -- --quick`
 
@@ -58,6 +59,15 @@ fn bench(c: &mut Criterion) {
                 ("EnableFilter", "Enable"),
                 ("NumFilter", "100"),
                 ("FilterType", "Average"),
+            ],
+        ),
+        (
+            "average100_f32",
+            &[
+                ("EnableFilter", "Enable"),
+                ("NumFilter", "100"),
+                ("FilterType", "Average"),
+                ("FilterPrecision", "Float32"),
             ],
         ),
         (

@@ -10,8 +10,13 @@
 //! - `FilterType` loads the preset coefficients OC1..4, FC1..4, RC1, RC2 (the template's
 //!   `*Seq` records); writing `NumFilter` reloads the current preset, so Average follows 1/N.
 //!
-//! The filter array F is f64 of the frame size, kept between frames; it is re-created (and the
-//! filter reset) when the frame's shape or data type changes.
+//! The filter array F has the frame's size and is kept between frames; it is re-created (and
+//! the filter reset) when the frame's shape or data type, or FilterPrecision, changes.
+//!
+//! `FilterPrecision` is ndflow's own: Float64 (default) is areaDetector's arithmetic; Float32
+//! stores F as f32 and evaluates the filter formulas in f32 (coefficients cast once per
+//! frame, steps 1–4 still in f64), which halves the memory traffic of F — the bulk of this
+//! plugin's cost on a large frame, where it is DRAM-bound.
 //!
 //! Deviations, on purpose: `AutoOffsetScale` already scales the frame it is computed from
 //! (areaDetector applies it from the next frame, an artefact of its single loop); it sets
@@ -31,7 +36,7 @@ use ndflow_runtime::params::DATA_TYPE_OUT_CHOICES;
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
-use kernel::{FilterOps, Linear, PointOps};
+use kernel::{FilterArray, FilterStep, Linear, PointOps};
 
 /// FilterType menu (NDProcess.template), index = preset.
 pub const FILTER_TYPES: &[&str] = &[
@@ -42,6 +47,9 @@ pub const FILTER_TYPES: &[&str] = &[
     "RecursiveAveDiff",
     "CopyToFilter",
 ];
+
+/// FilterPrecision menu (ndflow's own), index 1 = f32.
+pub const FILTER_PRECISIONS: &[&str] = &["Float64", "Float32"];
 
 const VALID: &[&str] = &["Invalid", "Valid"];
 
@@ -73,6 +81,7 @@ pub const PROCESS_PARAMS: &[ParamDef] = &[
     ParamDef::int32("NumFilter", 1).min(1.0).doc("Frames in the filter (N grows up to this)"),
     ParamDef::int32("NumFiltered", 0).read_only().doc("Frames filtered since the last reset (N)"),
     ParamDef::enumeration("FilterType", FILTER_TYPES, 0).doc("Load preset filter coefficients"),
+    ParamDef::enumeration("FilterPrecision", FILTER_PRECISIONS, 0).doc("Storage and arithmetic of the recursive filter: Float64 is areaDetector's; Float32 halves the memory traffic (faster on large frames), with float precision"),
     ParamDef::float64("OOffset", 0.0).doc("Output offset"),
     ParamDef::float64("OScale", 1.0).doc("Output scale"),
     ParamDef::float64("OC1", 1.0).doc("Output coefficient 1 (F)"),
@@ -129,6 +138,7 @@ ids! {
     enable_filter = "EnableFilter", reset_filter = "ResetFilter",
     auto_reset_filter = "AutoResetFilter", filter_callbacks = "FilterCallbacks",
     num_filter = "NumFilter", num_filtered = "NumFiltered", filter_type = "FilterType",
+    filter_precision = "FilterPrecision",
     o_offset = "OOffset", o_scale = "OScale", oc1 = "OC1", oc2 = "OC2", oc3 = "OC3", oc4 = "OC4",
     f_offset = "FOffset", f_scale = "FScale", fc1 = "FC1", fc2 = "FC2", fc3 = "FC3", fc4 = "FC4",
     r_offset = "ROffset", rc1 = "RC1", rc2 = "RC2",
@@ -152,6 +162,8 @@ struct Settings {
     auto_reset: bool,
     array_n_only: bool,
     num_filter: usize,
+    /// FilterPrecision = Float32.
+    f32_filter: bool,
     /// OOffset, OScale, OC1..4.
     o: [f64; 6],
     /// FOffset, FScale, FC1..4.
@@ -191,6 +203,7 @@ impl Settings {
                 array_n_only: on(ids.filter_callbacks),
                 // areaDetector clamps NumFilter < 1 to 1.
                 num_filter: num(ids.num_filter).clamp(1.0, i32::MAX as f64) as usize,
+                f32_filter: num(ids.filter_precision) == 1.0,
                 o: [
                     ids.o_offset,
                     ids.o_scale,
@@ -251,7 +264,7 @@ fn same_shape(sizes: &[usize], frame: &NDArray) -> bool {
 struct Filter {
     sizes: Vec<usize>,
     data_type: DataType,
-    f: Vec<f64>,
+    f: FilterArray,
 }
 
 #[derive(Default)]
@@ -454,13 +467,13 @@ impl Plugin for ProcessPlugin {
             } else {
                 None
             };
-            let filter = plan.map(|p| p.apply(filter, num_filtered, &s, input));
+            let filter = plan.and_then(|p| p.apply(filter, num_filtered, &s, input));
             let pixels_in = input.data_type;
             with_pixel_type!(pixels_in, I => {
                 let src = input.pixels::<I>()?;
                 with_pixel_type!(out_dt, O => {
                     let dst = buf.as_mut().map(|b| b.as_mut_slice::<O>());
-                    kernel::run::<I, O>(src, &ops, filter, dst);
+                    kernel::run_step::<I, O>(src, &ops, filter, dst);
                 })
             });
             buf.map(|b| Arc::new(input.with_buffer(out_dt, b.freeze())))
@@ -491,8 +504,9 @@ impl Plugin for ProcessPlugin {
 }
 
 /// Step 5's decisions for one frame, in areaDetector's order: re-create F when the frame's
-/// shape or type changed, reset when asked or after NumFilter frames with AutoResetFilter,
-/// advance N. Decided before anything can fail, applied by [`FilterPlan::apply`].
+/// shape or type (or FilterPrecision) changed, reset when asked or after NumFilter frames
+/// with AutoResetFilter, advance N. Decided before anything can fail, applied by
+/// [`FilterPlan::apply`].
 struct FilterPlan {
     init: bool,
     reset: bool,
@@ -508,9 +522,11 @@ impl FilterPlan {
         input: &NDArray,
         reset_cmd: bool,
     ) -> FilterPlan {
-        let fits = filter
-            .as_ref()
-            .is_some_and(|f| f.data_type == input.data_type && same_shape(&f.sizes, input));
+        let fits = filter.as_ref().is_some_and(|f| {
+            f.data_type == input.data_type
+                && f.f.is_f32() == s.f32_filter
+                && same_shape(&f.sizes, input)
+        });
         let init = !fits;
         let reset = init || reset_cmd || (s.auto_reset && num_filtered >= s.num_filter);
         let mut n = if reset { 0 } else { num_filtered };
@@ -525,33 +541,33 @@ impl FilterPlan {
         }
     }
 
-    /// Commits the plan to the state and folds the coefficients for this N.
+    /// Commits the plan to the state and folds the coefficients for this N (`None` only if
+    /// there is no filter array, which `init` rules out).
     fn apply<'a>(
         &self,
         filter: &'a mut Option<Filter>,
         num_filtered: &mut usize,
         s: &Settings,
         input: &NDArray,
-    ) -> FilterOps<'a> {
+    ) -> Option<FilterStep<'a>> {
         if self.init {
-            let mut f = filter.take().map(|f| f.f).unwrap_or_default();
-            f.resize(input.n_elements(), 0.0);
+            let old = filter.take().map(|f| f.f);
             *filter = Some(Filter {
                 sizes: input.sizes(),
                 data_type: input.data_type,
-                f,
+                f: FilterArray::new(old, s.f32_filter, input.n_elements()),
             });
         }
         *num_filtered = self.num_filtered;
         let nf = self.num_filtered as f64;
         let [off, c1, c2] = s.r;
-        FilterOps {
-            f: filter.as_mut().map_or(&mut [][..], |f| &mut f.f[..]),
+        Some(FilterStep {
+            f: &mut filter.as_mut()?.f,
             init: self.init,
             reset: self.reset.then(|| Linear::new(off, c1, c2)),
             out: linear(s.o, nf),
             next: linear(s.f, nf),
-        }
+        })
     }
 }
 

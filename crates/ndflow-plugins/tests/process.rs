@@ -684,3 +684,199 @@ fn names_and_enum_strings_follow_ndprocess_template() {
     assert!(h.put("ValidBackground", 1).is_err(), "read-only");
     assert!(h.put("FilterType", "Median").is_err());
 }
+
+// ---- FilterPrecision = Float32 (ndflow's own) ----------------------------------------------
+
+/// [`RefFilter`] in f32: F stored as f32, the input converted to f32, the coefficients
+/// folded for N in f64 (as for Float64) and cast to f32 once, then the same formulas in the
+/// same order in f32 — so the plugin must match it exactly.
+#[derive(Default)]
+struct RefFilter32 {
+    f: Option<Vec<f32>>,
+    n: usize,
+}
+
+impl RefFilter32 {
+    fn step(&mut self, x: &[f64], c: &Coef, num: usize, auto_reset: bool) -> Vec<f32> {
+        let x: Vec<f32> = x.iter().map(|v| *v as f32).collect();
+        let mut reset = false;
+        if self.f.as_ref().is_none_or(|f| f.len() != x.len()) {
+            self.f = Some(x.clone());
+            reset = true;
+        }
+        if self.n >= num && auto_reset {
+            reset = true;
+        }
+        let f = self.f.as_mut().unwrap();
+        let term = |c: f32, v: f32| if c != 0.0 { c * v } else { 0.0 };
+        if reset {
+            let [r0, r1, r2] = c.r.map(|v| v as f32);
+            for (fi, xi) in f.iter_mut().zip(&x) {
+                *fi = r0 + term(r1, *fi) + term(r2, *xi);
+            }
+            self.n = 0;
+        }
+        if self.n < num {
+            self.n += 1;
+        }
+        let n = self.n as f64;
+        let o0 = c.o[0] as f32;
+        let o1 = (c.o[1] * (c.o[2] + c.o[3] / n)) as f32;
+        let o2 = (c.o[1] * (c.o[4] + c.o[5] / n)) as f32;
+        let f0 = c.f[0] as f32;
+        let f1 = (c.f[1] * (c.f[2] + c.f[3] / n)) as f32;
+        let f2 = (c.f[1] * (c.f[4] + c.f[5] / n)) as f32;
+        let mut out = Vec::new();
+        for (fi, xi) in f.iter_mut().zip(&x) {
+            out.push(o0 + term(o1, *fi) + term(o2, *xi));
+            *fi = f0 + term(f1, *fi) + term(f2, *xi);
+        }
+        out
+    }
+}
+
+fn widen(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|x| f64::from(*x)).collect()
+}
+
+#[test]
+fn float32_filter_every_preset_matches_f32_formulas() {
+    let num = 4;
+    let variants: [([f64; 2], [f64; 2], f64, bool); 2] = [
+        ([0.0, 1.0], [0.0, 1.0], 0.0, false),
+        ([0.5, 2.0], [0.25, 0.5], 1.5, true),
+    ];
+    let types = [
+        DataType::UInt8,
+        DataType::UInt16,
+        DataType::Int16,
+        DataType::Float32,
+    ];
+    for dt in types {
+        for name in PRESETS {
+            for (o, f, roff, auto_reset) in variants {
+                // The same frames into a Float64 output (F's f32 values, exactly) and into the
+                // input type (converted with `as`, saturating).
+                let hs = ["Float64", "Automatic"].map(|out| {
+                    let h = harness();
+                    put(&h, "FilterPrecision", "Float32");
+                    put(&h, "EnableFilter", "Enable");
+                    put(&h, "NumFilter", num as i32);
+                    put(&h, "FilterType", name);
+                    put(&h, "DataTypeOut", out);
+                    put(&h, "OOffset", o[0]);
+                    put(&h, "OScale", o[1]);
+                    put(&h, "FOffset", f[0]);
+                    put(&h, "FScale", f[1]);
+                    put(&h, "ROffset", roff);
+                    put(&h, "AutoResetFilter", if auto_reset { "Yes" } else { "No" });
+                    h
+                });
+                let c = coef(preset(name, num as f64), o, f, roff);
+                let mut reference = RefFilter32::default();
+                for k in 0..9u64 {
+                    let x = random(dt, N, 500 + k);
+                    let want = widen(&reference.step(&x, &c, num, auto_reset));
+                    let what = format!("{dt} {name} frame {k} (auto reset {auto_reset})");
+                    let out = run(&hs[0], frame(&hs[0], dt, &SIZES, &x));
+                    assert_eq!(out.data_type, DataType::Float64);
+                    assert_eq!(values(&out), want, "{what}");
+                    let out = run(&hs[1], frame(&hs[1], dt, &SIZES, &x));
+                    assert_eq!(out.data_type, dt);
+                    assert_out(&out, &want, &what);
+                    assert_eq!(hs[1].get_f64("NumFiltered") as usize, reference.n, "{what}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn float32_filter_rounds_in_f32() {
+    // Sum of 2^24 and 1: exact in f64, rounds back to 2^24 in f32.
+    let big = [16_777_216.0; N];
+    let ones = [1.0; N];
+    for (precision, want) in [("Float64", 16_777_217.0), ("Float32", 16_777_216.0)] {
+        let h = harness();
+        put(&h, "FilterPrecision", precision);
+        put(&h, "EnableFilter", "Enable");
+        put(&h, "NumFilter", 10);
+        put(&h, "FilterType", "Sum");
+        put(&h, "DataTypeOut", "Float64");
+        run(&h, frame(&h, DataType::Float32, &SIZES, &big));
+        let out = run(&h, frame(&h, DataType::Float32, &SIZES, &ones));
+        assert_eq!(values(&out), vec![want; N], "{precision}");
+    }
+    let h = harness();
+    assert_eq!(h.params.to_json()["FilterPrecision"], "Float64", "default");
+    assert!(h.put("FilterPrecision", "Float16").is_err());
+}
+
+#[test]
+fn switching_precision_resets_the_filter() {
+    let h = harness();
+    put(&h, "EnableFilter", "Enable");
+    put(&h, "NumFilter", 10);
+    put(&h, "FilterType", "Sum");
+    let twos = vec![2.0; N];
+    let step = |expect: f64, n: f64, what: &str| {
+        let out = run(&h, frame(&h, DataType::UInt8, &SIZES, &twos));
+        assert_eq!(values(&out), vec![expect; N], "{what}");
+        assert_eq!(h.get_f64("NumFiltered"), n, "{what}");
+    };
+    for k in 1..=3 {
+        step(2.0 * k as f64, k as f64, "Float64");
+    }
+    put(&h, "FilterPrecision", "Float32");
+    step(2.0, 1.0, "after switching to Float32");
+    step(4.0, 2.0, "Float32 accumulates");
+    put(&h, "FilterPrecision", "Float32");
+    step(6.0, 3.0, "rewriting the same value keeps F");
+    put(&h, "FilterPrecision", "Float64");
+    step(2.0, 1.0, "after switching back to Float64");
+}
+
+#[test]
+fn float32_filter_with_point_steps_and_array_n_only() {
+    // Steps 1-4 in f64, then the filter in f32 (its input narrowed to f32).
+    let h = harness();
+    let dt = DataType::Int16;
+    let bg = random(dt, N, 600);
+    run(&h, frame(&h, dt, &SIZES, &bg));
+    put(&h, "SaveBackground", 1);
+    for (k, v) in [
+        ("FilterPrecision", "Float32"),
+        ("EnableBackground", "Enable"),
+        ("EnableOffsetScale", "Enable"),
+        ("Offset", "10"),
+        ("Scale", "0.3"),
+        ("EnableLowClip", "Enable"),
+        ("LowClipThresh", "-5000"),
+        ("LowClipValue", "-5000"),
+        ("EnableFilter", "Enable"),
+        ("NumFilter", "3"),
+        ("FilterType", "Average"),
+        ("AutoResetFilter", "Yes"),
+        ("FilterCallbacks", "Array N only"),
+        ("DataTypeOut", "Float32"),
+    ] {
+        put(&h, k, v);
+    }
+    let c = coef(preset("Average", 3.0), [0.0, 1.0], [0.0, 1.0], 0.0);
+    let mut reference = RefFilter32::default();
+    for k in 0..7u64 {
+        let x = random(dt, N, 601 + k);
+        let pre: Vec<f64> = x
+            .iter()
+            .zip(&bg)
+            .map(|(x, b)| ((x - b + 10.0) * 0.3).max(-5000.0))
+            .collect();
+        let want = widen(&reference.step(&pre, &c, 3, true));
+        let out = h.process(frame(&h, dt, &SIZES, &x)).unwrap();
+        if k % 3 == 2 {
+            assert_eq!(values(&one(out)), want, "frame {k}");
+        } else {
+            assert!(out.is_empty(), "frame {k} must not be emitted");
+        }
+    }
+}

@@ -1,4 +1,4 @@
-//! Pixel kernels of NDPluginProcess, in f64 as areaDetector computes them.
+//! Pixel kernels of NDPluginProcess.
 //!
 //! Two paths share one set of formulas:
 //! - the **fused** path, for the common case "recursive filter only" (the 2013 benchmark's
@@ -8,21 +8,34 @@
 //!   pixels through a stack buffer that stays in L1, one tight loop per enabled step, so each
 //!   step's on/off test is made once per chunk rather than once per pixel.
 //!
-//! Both reproduce areaDetector's arithmetic exactly, including its habit of skipping a filter
-//! term whose coefficient is 0 (so that `0·∞` or `0·NaN` in F or I does not leak through).
+//! Steps 1–4 are computed in f64. The filter (F, its arithmetic and the output value) is
+//! generic over [`Real`]: f64 reproduces areaDetector's arithmetic exactly, including its habit
+//! of skipping a filter term whose coefficient is 0 (so that `0·∞` or `0·NaN` in F or I does
+//! not leak through); f32 (FilterPrecision = Float32) evaluates the same formulas in the same
+//! order in f32, which halves the memory traffic of F and doubles the SIMD width.
+
+use std::fmt::Debug;
+use std::ops::{Add, Mul};
 
 use ndflow_core::Pixel;
+use num_traits::AsPrimitive;
 
 /// Pixels per chunk of the general path: 8 KiB of f64, comfortably inside L1.
 const CHUNK: usize = 1024;
 
-/// An output element: `from_f64` with Rust's `as` semantics (truncate toward zero, saturate,
-/// NaN → 0). `from_f64_vec` computes the same value in a form that vectorises with AVX2.
+/// An output element: `from_f64`/`from_f32` with Rust's `as` semantics (truncate toward zero,
+/// saturate, NaN → 0). The `_vec` forms compute the same value in a form that vectorises with
+/// AVX2.
 pub(crate) trait OutPixel: Pixel {
     fn from_f64_as(v: f64) -> Self;
     #[inline(always)]
     fn from_f64_vec(v: f64) -> Self {
         Self::from_f64_as(v)
+    }
+    fn from_f32_as(v: f32) -> Self;
+    #[inline(always)]
+    fn from_f32_vec(v: f32) -> Self {
+        Self::from_f32_as(v)
     }
 }
 
@@ -54,8 +67,23 @@ pub(crate) fn trunc_sat<const SIGNED: bool>(v: f64, lo: f64, hi: f64) -> i64 {
     k + down + up
 }
 
-macro_rules! out_small_int {
-    ($($t:ty => $signed:expr),*) => {$(
+/// 1.5·2^23: adding it to an integer-valued |x| < 2^22 puts x in the low mantissa bits.
+const MAGIC32: f32 = 12_582_912.0;
+
+/// `v as T` from f32 for an integer type with range `[lo, hi]` inside ±2^22 (8- and 16-bit
+/// types), like [`trunc_sat`]. `trunc` is one `vroundps` with AVX2 (a libm call on SSE2, so
+/// again only the AVX2 path uses it); LLVM leaves `f32 as u8` etc. scalar.
+#[inline(always)]
+pub(crate) fn trunc_sat_f32<const SIGNED: bool>(v: f32, lo: f32, hi: f32) -> i32 {
+    let c = if v > lo { v } else { lo };
+    let c = if c < hi { c } else { hi };
+    let c = if SIGNED && v.is_nan() { 0.0 } else { c };
+    let t = c.trunc() + MAGIC32;
+    (t.to_bits() as i32).wrapping_sub(MAGIC32.to_bits() as i32)
+}
+
+macro_rules! out_int {
+    ($($t:ty => $signed:literal, $narrow:literal),*) => {$(
         impl OutPixel for $t {
             #[inline(always)]
             fn from_f64_as(v: f64) -> Self {
@@ -65,10 +93,30 @@ macro_rules! out_small_int {
             fn from_f64_vec(v: f64) -> Self {
                 trunc_sat::<$signed>(v, <$t>::MIN as f64, <$t>::MAX as f64) as $t
             }
+            #[inline(always)]
+            fn from_f32_as(v: f32) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn from_f32_vec(v: f32) -> Self {
+                if $narrow {
+                    trunc_sat_f32::<$signed>(v, <$t>::MIN as f32, <$t>::MAX as f32) as $t
+                } else {
+                    // 32-bit types exceed trunc_sat_f32's range; f32 → f64 is exact.
+                    Self::from_f64_vec(f64::from(v))
+                }
+            }
         }
     )*};
 }
-out_small_int!(i8 => true, u8 => false, i16 => true, u16 => false, i32 => true, u32 => false);
+out_int!(
+    i8 => true, true,
+    u8 => false, true,
+    i16 => true, true,
+    u16 => false, true,
+    i32 => true, false,
+    u32 => false, false
+);
 
 macro_rules! out_plain {
     ($($t:ty),*) => {$(
@@ -77,10 +125,131 @@ macro_rules! out_plain {
             fn from_f64_as(v: f64) -> Self {
                 v as $t
             }
+            #[inline(always)]
+            fn from_f32_as(v: f32) -> Self {
+                v as $t
+            }
         }
     )*};
 }
 out_plain!(i64, u64, f32, f64);
+
+/// The filter's element type: storage of F and the arithmetic of step 5.
+pub(crate) trait Real:
+    bytemuck::Pod + PartialEq + Default + Debug + Add<Output = Self> + Mul<Output = Self>
+{
+    /// The bit pattern, for masking a skipped term.
+    type Bits: Copy + PartialEq + Debug;
+    /// `v as Self`.
+    fn from_f64(v: f64) -> Self;
+    /// `x as Self`.
+    fn from_pixel<I: Pixel>(x: I) -> Self;
+    /// All ones when `keep`, zero otherwise.
+    fn mask(keep: bool) -> Self::Bits;
+    fn and(self, m: Self::Bits) -> Self;
+    /// `self as O`; `V`: the vectorisable form (only where AVX2 is enabled).
+    fn to_out<O: OutPixel, const V: bool>(self) -> O;
+    /// Loads a chunk (pixels `start..end`) and applies steps 1–4 in f64; `wide` is scratch.
+    fn load_point_ops<I: Pixel>(
+        x: &[I],
+        t: &mut [Self],
+        wide: &mut [f64],
+        ops: &PointOps<'_>,
+        start: usize,
+        end: usize,
+    );
+}
+
+impl Real for f64 {
+    type Bits = u64;
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+    #[inline(always)]
+    fn from_pixel<I: Pixel>(x: I) -> Self {
+        x.to_f64()
+    }
+    #[inline(always)]
+    fn mask(keep: bool) -> u64 {
+        if keep {
+            u64::MAX
+        } else {
+            0
+        }
+    }
+    #[inline(always)]
+    fn and(self, m: u64) -> Self {
+        f64::from_bits(self.to_bits() & m)
+    }
+    #[inline(always)]
+    fn to_out<O: OutPixel, const V: bool>(self) -> O {
+        if V {
+            O::from_f64_vec(self)
+        } else {
+            O::from_f64_as(self)
+        }
+    }
+    #[inline(always)]
+    fn load_point_ops<I: Pixel>(
+        x: &[I],
+        t: &mut [f64],
+        _wide: &mut [f64],
+        ops: &PointOps<'_>,
+        start: usize,
+        end: usize,
+    ) {
+        load(x, t);
+        point_ops(t, ops, start, end);
+    }
+}
+
+impl Real for f32 {
+    type Bits = u32;
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    #[inline(always)]
+    fn from_pixel<I: Pixel>(x: I) -> Self {
+        AsPrimitive::<f32>::as_(x)
+    }
+    #[inline(always)]
+    fn mask(keep: bool) -> u32 {
+        if keep {
+            u32::MAX
+        } else {
+            0
+        }
+    }
+    #[inline(always)]
+    fn and(self, m: u32) -> Self {
+        f32::from_bits(self.to_bits() & m)
+    }
+    #[inline(always)]
+    fn to_out<O: OutPixel, const V: bool>(self) -> O {
+        if V {
+            O::from_f32_vec(self)
+        } else {
+            O::from_f32_as(self)
+        }
+    }
+    #[inline(always)]
+    fn load_point_ops<I: Pixel>(
+        x: &[I],
+        t: &mut [f32],
+        wide: &mut [f64],
+        ops: &PointOps<'_>,
+        start: usize,
+        end: usize,
+    ) {
+        load(x, wide);
+        point_ops(wide, ops, start, end);
+        for (d, s) in t.iter_mut().zip(wide.iter()) {
+            *d = *s as f32;
+        }
+    }
+}
 
 /// Steps 1–4 (background, flat field, offset/scale, clipping), constant over one frame.
 /// `None` switches a step off.
@@ -109,45 +278,46 @@ impl PointOps<'_> {
 
 /// `off + c1·F + c2·I`, evaluated left to right, a term with a zero coefficient skipped.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Linear {
-    off: f64,
-    c1: f64,
-    c2: f64,
+pub(crate) struct Linear<R: Real = f64> {
+    off: R,
+    c1: R,
+    c2: R,
     /// All ones when the term is used, zero when skipped (decided once, not per pixel).
-    m1: u64,
-    m2: u64,
+    m1: R::Bits,
+    m2: R::Bits,
 }
 
-impl Linear {
-    pub fn new(off: f64, c1: f64, c2: f64) -> Linear {
-        let mask = |c: f64| if c != 0.0 { u64::MAX } else { 0 };
+impl<R: Real> Linear<R> {
+    pub fn new(off: R, c1: R, c2: R) -> Linear<R> {
+        let zero = R::default();
         Linear {
             off,
             c1,
             c2,
-            m1: mask(c1),
-            m2: mask(c2),
+            m1: R::mask(c1 != zero),
+            m2: R::mask(c2 != zero),
         }
     }
 
     #[inline(always)]
-    fn eval(&self, f: f64, x: f64) -> f64 {
+    fn eval(&self, f: R, x: R) -> R {
         // A skipped term adds +0.0, which equals areaDetector's `if (c) v += c*x` for every
         // value (it only turns -0.0 into +0.0). Masking bits instead of branching keeps the
         // loops branch-free, so they vectorise.
-        let a = f64::from_bits((self.c1 * f).to_bits() & self.m1);
-        let b = f64::from_bits((self.c2 * x).to_bits() & self.m2);
+        let a = (self.c1 * f).and(self.m1);
+        let b = (self.c2 * x).and(self.m2);
         self.off + a + b
     }
 
     /// Both terms used: the plain formula (what [`Linear::eval`] computes then, without the
     /// masks, which cost ≈10 % in the hot loop).
     fn is_dense(&self) -> bool {
-        self.m1 == u64::MAX && self.m2 == u64::MAX
+        let all = R::mask(true);
+        self.m1 == all && self.m2 == all
     }
 
     #[inline(always)]
-    fn eval_as<const DENSE: bool>(&self, f: f64, x: f64) -> f64 {
+    fn eval_as<const DENSE: bool>(&self, f: R, x: R) -> R {
         if DENSE {
             self.off + self.c1 * f + self.c2 * x
         } else {
@@ -156,18 +326,104 @@ impl Linear {
     }
 }
 
+impl Linear {
+    /// The same formula with its coefficients cast to `R` (once per frame); a coefficient
+    /// that becomes 0 is skipped.
+    pub fn cast<R: Real>(self) -> Linear<R> {
+        Linear::new(
+            R::from_f64(self.off),
+            R::from_f64(self.c1),
+            R::from_f64(self.c2),
+        )
+    }
+}
+
 /// Step 5 for one frame: the filter array and this frame's coefficients.
 #[derive(Debug)]
-pub(crate) struct FilterOps<'a> {
-    pub f: &'a mut [f64],
+pub(crate) struct FilterOps<'a, R: Real = f64> {
+    pub f: &'a mut [R],
     /// F was just (re)created: it starts as a copy of the processed input, as in areaDetector.
     pub init: bool,
     /// Reset this frame: `F = ROffset + RC1·F + RC2·I`.
-    pub reset: Option<Linear>,
+    pub reset: Option<Linear<R>>,
     /// Output: `O = OOffset + O1·F + O2·I` with `O1 = OScale·(OC1 + OC2/N)` etc.
-    pub out: Linear,
+    pub out: Linear<R>,
     /// Next filter: `F = FOffset + F1·F + F2·I`.
+    pub next: Linear<R>,
+}
+
+/// The filter array F, kept between frames, in the precision FilterPrecision chose.
+#[derive(Debug)]
+pub(crate) enum FilterArray {
+    F64(Vec<f64>),
+    F32(Vec<f32>),
+}
+
+impl FilterArray {
+    /// `n` elements (their values are overwritten by the first frame), in f32 or f64, reusing
+    /// `old`'s allocation when it has that precision.
+    pub fn new(old: Option<FilterArray>, f32: bool, n: usize) -> FilterArray {
+        match (old, f32) {
+            (Some(FilterArray::F32(mut v)), true) => {
+                v.resize(n, 0.0);
+                FilterArray::F32(v)
+            }
+            (Some(FilterArray::F64(mut v)), false) => {
+                v.resize(n, 0.0);
+                FilterArray::F64(v)
+            }
+            (_, true) => FilterArray::F32(vec![0.0; n]),
+            (_, false) => FilterArray::F64(vec![0.0; n]),
+        }
+    }
+
+    pub fn is_f32(&self) -> bool {
+        matches!(self, FilterArray::F32(_))
+    }
+}
+
+/// [`FilterOps`] before F's precision is known: coefficients in f64.
+#[derive(Debug)]
+pub(crate) struct FilterStep<'a> {
+    pub f: &'a mut FilterArray,
+    pub init: bool,
+    pub reset: Option<Linear>,
+    pub out: Linear,
     pub next: Linear,
+}
+
+/// [`run`] with F in its own precision (f32 coefficients are cast here, once per frame).
+pub(crate) fn run_step<I: Pixel, O: OutPixel>(
+    input: &[I],
+    ops: &PointOps<'_>,
+    filter: Option<FilterStep<'_>>,
+    out: Option<&mut [O]>,
+) {
+    let Some(s) = filter else {
+        return run::<I, O, f64>(input, ops, None, out);
+    };
+    match s.f {
+        FilterArray::F64(f) => {
+            let fo = FilterOps {
+                f: &mut f[..],
+                init: s.init,
+                reset: s.reset,
+                out: s.out,
+                next: s.next,
+            };
+            run(input, ops, Some(fo), out);
+        }
+        FilterArray::F32(f) => {
+            let fo = FilterOps {
+                f: &mut f[..],
+                init: s.init,
+                reset: s.reset.map(Linear::cast),
+                out: s.out.cast(),
+                next: s.next.cast(),
+            };
+            run(input, ops, Some(fo), out);
+        }
+    }
 }
 
 /// Runs steps 1–5 over `input`, writing the converted result to `out` when given (an
@@ -175,11 +431,12 @@ pub(crate) struct FilterOps<'a> {
 /// the caller makes them the same length.
 ///
 /// The same code is compiled twice: for the baseline target and, chosen at run time, for
-/// AVX2+FMA (four f64 per instruction and a vectorised f64→integer conversion: ≈2× faster).
-pub(crate) fn run<I: Pixel, O: OutPixel>(
+/// AVX2+FMA (four f64 or eight f32 per instruction and a vectorised float→integer
+/// conversion: ≈2× faster).
+pub(crate) fn run<I: Pixel, O: OutPixel, R: Real>(
     input: &[I],
     ops: &PointOps<'_>,
-    filter: Option<FilterOps<'_>>,
+    filter: Option<FilterOps<'_, R>>,
     out: Option<&mut [O]>,
 ) {
     #[cfg(target_arch = "x86_64")]
@@ -188,26 +445,27 @@ pub(crate) fn run<I: Pixel, O: OutPixel>(
         unsafe { run_avx2(input, ops, filter, out) };
         return;
     }
-    run_impl::<I, O, false>(input, ops, filter, out);
+    run_impl::<I, O, R, false>(input, ops, filter, out);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn run_avx2<I: Pixel, O: OutPixel>(
+fn run_avx2<I: Pixel, O: OutPixel, R: Real>(
     input: &[I],
     ops: &PointOps<'_>,
-    filter: Option<FilterOps<'_>>,
+    filter: Option<FilterOps<'_, R>>,
     out: Option<&mut [O]>,
 ) {
-    run_impl::<I, O, true>(input, ops, filter, out);
+    run_impl::<I, O, R, true>(input, ops, filter, out);
 }
 
-/// `V`: use the vectorisable conversion (only where AVX2 is enabled).
+/// `V`: use the vectorisable conversion (only where AVX2 is enabled). Rust never contracts
+/// `a·b + c` into an FMA, so both builds round alike.
 #[inline(always)]
-fn run_impl<I: Pixel, O: OutPixel, const V: bool>(
+fn run_impl<I: Pixel, O: OutPixel, R: Real, const V: bool>(
     input: &[I],
     ops: &PointOps<'_>,
-    filter: Option<FilterOps<'_>>,
+    filter: Option<FilterOps<'_, R>>,
     out: Option<&mut [O]>,
 ) {
     match filter {
@@ -215,54 +473,54 @@ fn run_impl<I: Pixel, O: OutPixel, const V: bool>(
             let dense = fo.next.is_dense();
             match out {
                 Some(out) if fo.out == fo.next && dense => {
-                    fused_same::<I, O, true, V>(input, fo.f, fo.next, out)
+                    fused_same::<I, O, R, true, V>(input, fo.f, fo.next, out)
                 }
                 Some(out) if fo.out == fo.next => {
-                    fused_same::<I, O, false, V>(input, fo.f, fo.next, out)
+                    fused_same::<I, O, R, false, V>(input, fo.f, fo.next, out)
                 }
-                Some(out) => fused::<I, O, V>(input, fo.f, fo.out, fo.next, out),
-                None if dense => fused_filter_only::<I, true>(input, fo.f, fo.next),
-                None => fused_filter_only::<I, false>(input, fo.f, fo.next),
+                Some(out) => fused::<I, O, R, V>(input, fo.f, fo.out, fo.next, out),
+                None if dense => fused_filter_only::<I, R, true>(input, fo.f, fo.next),
+                None => fused_filter_only::<I, R, false>(input, fo.f, fo.next),
             }
         }
-        filter => general::<I, O, V>(input, ops, filter, out),
+        filter => general::<I, O, R, V>(input, ops, filter, out),
     }
 }
 
-/// Pixels per tile of [`fused`]: a tile's f64 values stay in registers between the load,
+/// Pixels per tile of [`fused`]: a tile's values stay in registers between the load,
 /// filter and store stages, so each stage vectorises (≈10 % faster than one zipped loop there
-/// on x86-64 baseline). On SSE2 the f64→integer conversion stays scalar (LLVM does not
+/// on x86-64 baseline). On SSE2 the float→integer conversion stays scalar (LLVM does not
 /// vectorise saturating `as` casts, and [`trunc_sat`] measured slower there); it is about
 /// half of the hot loop's time.
 const TILE: usize = 16;
 
 /// The hot path: filter only, output and next filter with different coefficients.
 #[inline(always)]
-fn fused<I: Pixel, O: OutPixel, const V: bool>(
+fn fused<I: Pixel, O: OutPixel, R: Real, const V: bool>(
     input: &[I],
-    f: &mut [f64],
-    o: Linear,
-    n: Linear,
+    f: &mut [R],
+    o: Linear<R>,
+    n: Linear<R>,
     out: &mut [O],
 ) {
     let mut xs = input.chunks_exact(TILE);
     let mut fs = f.chunks_exact_mut(TILE);
     let mut ys = out.chunks_exact_mut(TILE);
     for ((x, f), y) in (&mut xs).zip(&mut fs).zip(&mut ys) {
-        let mut t = [0.0f64; TILE];
+        let mut t = [R::default(); TILE];
         load(x, &mut t);
         for (v, f) in t.iter_mut().zip(f.iter_mut()) {
             let old = *f;
             *f = n.eval(old, *v);
             *v = o.eval(old, *v);
         }
-        store::<O, V>(&t, y);
+        store::<O, R, V>(&t, y);
     }
     let (x, f, y) = (xs.remainder(), fs.into_remainder(), ys.into_remainder());
     for ((x, f), y) in x.iter().zip(f.iter_mut()).zip(y.iter_mut()) {
-        let (v, old) = (x.to_f64(), *f);
+        let (v, old) = (R::from_pixel(*x), *f);
         *f = n.eval(old, v);
-        *y = convert::<O, V>(o.eval(old, v));
+        *y = o.eval(old, v).to_out::<O, V>();
     }
 }
 
@@ -270,73 +528,70 @@ fn fused<I: Pixel, O: OutPixel, const V: bool>(
 /// the output is the new filter value, computed once. A plain zipped loop: tiling measured
 /// slower here (the compiler then assembles the scalar f64→int results into vectors).
 #[inline(always)]
-fn fused_same<I: Pixel, O: OutPixel, const DENSE: bool, const V: bool>(
+fn fused_same<I: Pixel, O: OutPixel, R: Real, const DENSE: bool, const V: bool>(
     input: &[I],
-    f: &mut [f64],
-    n: Linear,
+    f: &mut [R],
+    n: Linear<R>,
     out: &mut [O],
 ) {
     for ((x, f), y) in input.iter().zip(f.iter_mut()).zip(out.iter_mut()) {
-        let nf = n.eval_as::<DENSE>(*f, x.to_f64());
+        let nf = n.eval_as::<DENSE>(*f, R::from_pixel(*x));
         *f = nf;
-        *y = convert::<O, V>(nf);
+        *y = nf.to_out::<O, V>();
     }
 }
 
 /// A frame that is filtered but not emitted.
 #[inline(always)]
-fn fused_filter_only<I: Pixel, const DENSE: bool>(input: &[I], f: &mut [f64], n: Linear) {
+fn fused_filter_only<I: Pixel, R: Real, const DENSE: bool>(input: &[I], f: &mut [R], n: Linear<R>) {
     for (x, f) in input.iter().zip(f.iter_mut()) {
-        *f = n.eval_as::<DENSE>(*f, x.to_f64());
+        *f = n.eval_as::<DENSE>(*f, R::from_pixel(*x));
     }
 }
 
-/// Every other combination, chunk by chunk through a stack buffer.
+/// Every other combination, chunk by chunk through a stack buffer. With point operations
+/// and an f32 filter, steps 1–4 run in f64 (`wide`) and the result is narrowed for step 5.
 #[inline(always)]
-fn general<I: Pixel, O: OutPixel, const V: bool>(
+fn general<I: Pixel, O: OutPixel, R: Real, const V: bool>(
     input: &[I],
     ops: &PointOps<'_>,
-    mut filter: Option<FilterOps<'_>>,
+    mut filter: Option<FilterOps<'_, R>>,
     mut out: Option<&mut [O]>,
 ) {
-    let mut tmp = [0.0f64; CHUNK];
+    let point = !ops.is_identity();
+    let mut tmp = [R::default(); CHUNK];
+    let mut wide = [0.0f64; CHUNK];
     for (k, x) in input.chunks(CHUNK).enumerate() {
         let start = k * CHUNK;
         let end = start + x.len();
         let t = &mut tmp[..x.len()];
-        load(x, t);
-        point_ops(t, ops, start, end);
+        if point {
+            R::load_point_ops(x, t, &mut wide[..x.len()], ops, start, end);
+        } else {
+            load(x, t);
+        }
         if let Some(fo) = filter.as_mut() {
             if let Some(f) = fo.f.get_mut(start..end) {
                 filter_chunk(t, f, fo.init, fo.reset, fo.out, fo.next);
             }
         }
         if let Some(y) = out.as_deref_mut().and_then(|o| o.get_mut(start..end)) {
-            store::<O, V>(t, y);
+            store::<O, R, V>(t, y);
         }
     }
 }
 
 #[inline(always)]
-fn load<I: Pixel>(x: &[I], t: &mut [f64]) {
+fn load<I: Pixel, R: Real>(x: &[I], t: &mut [R]) {
     for (d, s) in t.iter_mut().zip(x) {
-        *d = s.to_f64();
+        *d = R::from_pixel(*s);
     }
 }
 
 #[inline(always)]
-fn convert<O: OutPixel, const V: bool>(v: f64) -> O {
-    if V {
-        O::from_f64_vec(v)
-    } else {
-        O::from_f64_as(v)
-    }
-}
-
-#[inline(always)]
-fn store<O: OutPixel, const V: bool>(t: &[f64], y: &mut [O]) {
+fn store<O: OutPixel, R: Real, const V: bool>(t: &[R], y: &mut [O]) {
     for (d, s) in y.iter_mut().zip(t) {
-        *d = convert::<O, V>(*s);
+        *d = s.to_out::<O, V>();
     }
 }
 
@@ -376,13 +631,13 @@ fn point_ops(t: &mut [f64], ops: &PointOps<'_>, start: usize, end: usize) {
 
 /// Step 5 on one chunk: optional (re)initialisation and reset, then output and new filter.
 #[inline(never)]
-fn filter_chunk(
-    t: &mut [f64],
-    f: &mut [f64],
+fn filter_chunk<R: Real>(
+    t: &mut [R],
+    f: &mut [R],
     init: bool,
-    reset: Option<Linear>,
-    out: Linear,
-    next: Linear,
+    reset: Option<Linear<R>>,
+    out: Linear<R>,
+    next: Linear<R>,
 ) {
     if init {
         f.copy_from_slice(t);
@@ -416,148 +671,4 @@ pub(crate) fn to_f64<I: Pixel>(input: &[I]) -> Vec<f64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The fused and general paths must agree bit for bit.
-    #[test]
-    fn fused_matches_general() {
-        let input: Vec<u16> = (0..3000u32).map(|i| (i * 37 % 65536) as u16).collect();
-        let out_l = Linear::new(1.5, 0.75, 0.25);
-        let next_l = Linear::new(0.0, 0.5, 0.0);
-        let mut f1: Vec<f64> = (0..3000).map(|i| i as f64 * 0.5).collect();
-        let mut f2 = f1.clone();
-        let mut o1 = vec![0i32; 3000];
-        let mut o2 = vec![0i32; 3000];
-        let ops = PointOps::default();
-        fn mk(f: &mut [f64], out: Linear, next: Linear) -> FilterOps<'_> {
-            FilterOps {
-                f,
-                init: false,
-                reset: None,
-                out,
-                next,
-            }
-        }
-        run(
-            &input,
-            &ops,
-            Some(mk(&mut f1, out_l, next_l)),
-            Some(&mut o1[..]),
-        );
-        general::<u16, i32, false>(
-            &input,
-            &ops,
-            Some(mk(&mut f2, out_l, next_l)),
-            Some(&mut o2[..]),
-        );
-        assert_eq!(o1, o2);
-        assert_eq!(f1, f2);
-    }
-
-    /// `run` picks the AVX2 build where the CPU has it; it must equal the baseline build bit
-    /// for bit on the hot path (shared O/F coefficients, UInt8 in and out, values that
-    /// saturate at both ends).
-    #[test]
-    fn dispatched_build_matches_baseline() {
-        let n = 4099;
-        let input: Vec<u8> = (0..n).map(|i| (i * 97 % 256) as u8).collect();
-        for lin in [Linear::new(0.0, 1.0, 0.01), Linear::new(-40.0, 0.9, 1.3)] {
-            let mut f1: Vec<f64> = (0..n).map(|i| (i % 300) as f64 - 20.0).collect();
-            let mut f2 = f1.clone();
-            let mut o1 = vec![0u8; n];
-            let mut o2 = vec![0u8; n];
-            let fo = |f| FilterOps {
-                f,
-                init: false,
-                reset: None,
-                out: lin,
-                next: lin,
-            };
-            run(
-                &input,
-                &PointOps::default(),
-                Some(fo(&mut f1)),
-                Some(&mut o1[..]),
-            );
-            run_impl::<u8, u8, false>(
-                &input,
-                &PointOps::default(),
-                Some(fo(&mut f2)),
-                Some(&mut o2[..]),
-            );
-            assert_eq!(o1, o2);
-            assert_eq!(f1, f2);
-        }
-    }
-
-    /// The AVX2 conversion must equal `as` for every type it serves (run on any target).
-    #[test]
-    fn trunc_sat_equals_as() {
-        let mut values = vec![
-            f64::NAN,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            0.0,
-            -0.0,
-            0.5,
-            -0.5,
-            1.5,
-            -1.5,
-            2.5,
-            -2.5,
-            0.999_999_999_999_999_9,
-            -0.999_999_999_999_999_9,
-            1e-300,
-            -1e-300,
-            1e300,
-            -1e300,
-            254.999_999_999_999_97,
-            255.5,
-            256.0,
-            -128.5,
-            -129.0,
-            127.5,
-            32767.5,
-            -32768.5,
-            65535.5,
-            2147483647.5,
-            -2147483648.5,
-            4294967295.5,
-            4294967296.0,
-        ];
-        let mut x = -70000.0f64;
-        while x < 70000.0 {
-            values.push(x);
-            x += 0.37;
-        }
-        for v in values {
-            assert_eq!(trunc_sat::<true>(v, -128.0, 127.0) as i8, v as i8, "{v}");
-            assert_eq!(trunc_sat::<false>(v, 0.0, 255.0) as u8, v as u8, "{v}");
-            assert_eq!(
-                trunc_sat::<true>(v, -32768.0, 32767.0) as i16,
-                v as i16,
-                "{v}"
-            );
-            assert_eq!(trunc_sat::<false>(v, 0.0, 65535.0) as u16, v as u16, "{v}");
-            let (lo, hi) = (i32::MIN as f64, i32::MAX as f64);
-            assert_eq!(trunc_sat::<true>(v, lo, hi) as i32, v as i32, "{v}");
-            let w = v * 65536.0;
-            assert_eq!(trunc_sat::<true>(w, lo, hi) as i32, w as i32, "{w}");
-            assert_eq!(
-                trunc_sat::<false>(w, 0.0, u32::MAX as f64) as u32,
-                w as u32,
-                "{w}"
-            );
-        }
-    }
-
-    #[test]
-    fn zero_coefficient_skips_non_finite() {
-        let l = Linear::new(2.0, 0.0, 1.0);
-        assert_eq!(l.eval(f64::NAN, 3.0), 5.0);
-        assert_eq!(l.eval(f64::INFINITY, 3.0), 5.0);
-        assert_eq!(min_max::<f32>(&[f32::NAN, 2.0, -1.0]), Some((-1.0, 2.0)));
-        assert_eq!(min_max::<u8>(&[]), None);
-    }
-}
+mod tests;
