@@ -18,6 +18,8 @@ const PLUGINS: [&str; 11] = [
 ];
 
 pub struct RiversOptions {
+    /// Extra settings applied after the scenario, as (port, parameter, value).
+    pub set: Vec<(String, String, String)>,
     pub json: Option<PathBuf>,
     pub seconds: f64,
     pub max_rate_frames: u32,
@@ -68,7 +70,7 @@ struct Row {
     source_dropped: u64,
 }
 
-fn run_row(period: f64, frames: u32) -> Result<Row, String> {
+fn run_row(period: f64, frames: u32, set: &[(String, String, String)]) -> Result<Row, String> {
     let cfg = Config::parse(RIVERS2013, "examples/rivers2013.toml").map_err(|e| e.to_string())?;
     let graph = Graph::new(cfg.threads);
     // Build without the Acquire line, set the row's timing, then start.
@@ -83,6 +85,11 @@ fn run_row(period: f64, frames: u32) -> Result<Row, String> {
             .map(|_| ())
             .map_err(|e| e.to_string())
     };
+    for (port, key, value) in set {
+        graph
+            .put(port, key, value.as_str())
+            .map_err(|e| format!("--set {port}.{key}={value}: {e}"))?;
+    }
     put("AcquirePeriod", period.into())?;
     put("NumImages", (frames as i64).into())?;
     let sim = graph.driver("SIM1").ok_or("the scenario has no SIM1")?;
@@ -168,7 +175,7 @@ pub fn rivers2013(opts: &RiversOptions) -> Result<(), String> {
             opts.max_rate_frames
         };
         eprintln!("  AcquirePeriod {p}: {frames} frames...");
-        rows.push(run_row(p, frames)?);
+        rows.push(run_row(p, frames, &opts.set)?);
     }
     // The seed's table layout: one column per AcquirePeriod.
     let col = |f: &dyn Fn(&Row) -> String| {
@@ -178,6 +185,9 @@ pub fn rivers2013(opts: &RiversOptions) -> Result<(), String> {
             .collect::<String>()
     };
     println!("Table 1 (seed 000) on this machine: {cores} cores");
+    for (p, k, v) in &opts.set {
+        println!("with {p}.{k} = {v}");
+    }
     println!(
         "{:<22}{}",
         "Acquire Period",
@@ -238,6 +248,7 @@ pub fn rivers2013(opts: &RiversOptions) -> Result<(), String> {
             "memcpy_1MiB_bytes_per_s": bw,
             "bytes_touched_per_frame": touched.iter().map(|(n, b)| json!({"what": n, "bytes": b})).collect::<Vec<_>>(),
             "zero_drop_max_fps": zero_drop,
+            "settings": opts.set.iter().map(|(p, k, v)| format!("{p}.{k}={v}")).collect::<Vec<_>>(),
             "rows": rows.iter().map(|r| json!({
                 "acquire_period": r.period,
                 "frames": r.frames,
@@ -372,4 +383,15 @@ pub fn hop(json: Option<&PathBuf>) -> Result<(), String> {
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
+}
+
+/// Parses `PORT.PARAM=VALUE` (a `--set` option).
+pub fn parse_setting(s: &str) -> Result<(String, String, String), String> {
+    let (lhs, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("--set '{s}': expected PORT.PARAM=VALUE"))?;
+    let (port, key) = lhs
+        .split_once('.')
+        .ok_or_else(|| format!("--set '{s}': expected PORT.PARAM=VALUE"))?;
+    Ok((port.to_string(), key.to_string(), value.to_string()))
 }

@@ -76,6 +76,9 @@ enum BenchCmd {
         /// Comma-separated AcquirePeriods (s).
         #[arg(long, default_value = "0.05,0.02,0.01,0.005,0.002,0")]
         periods: String,
+        /// Change a setting of the scenario, e.g. --set PROC1.FilterPrecision=Float32.
+        #[arg(long, value_name = "PORT.PARAM=VALUE", value_parser = bench::parse_setting)]
+        set: Vec<(String, String, String)>,
     },
     /// Runtime overhead per plugin hop (a chain of no-op plugins).
     Hop {
@@ -133,7 +136,9 @@ fn main() -> ExitCode {
                 seconds,
                 max_rate_frames,
                 periods,
+                set,
             } => bench::rivers2013(&bench::RiversOptions {
+                set,
                 json,
                 seconds,
                 max_rate_frames,
