@@ -9,7 +9,7 @@ if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
 
 # System packages: C toolchain and pkg-config for native crates, HDF5 for the file writers.
 need_pkgs=()
-for p in build-essential pkg-config cmake libhdf5-dev hdf5-tools; do
+for p in build-essential pkg-config cmake nasm libhdf5-dev hdf5-tools; do
     dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -34,7 +34,7 @@ if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv"
     "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import p4p, pvapy, h5py, hdf5plugin, numpy, pytest, tifffile" 2>/dev/null; then
+if ! .venv/bin/python -c "import p4p, pvapy, h5py, hdf5plugin, numpy, pytest, tifffile, bitshuffle, blosc, lz4, PIL" 2>/dev/null; then
     echo "setup: installing Python packages into .venv"
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q -r python/requirements-test.txt
