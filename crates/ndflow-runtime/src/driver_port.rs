@@ -284,6 +284,7 @@ impl DriverPort {
             (self.state.load(Ordering::Acquire) as i64).into(),
         );
         put("DroppedArrays", (self.dropped() as i64).into());
+        put("TimeRemaining", self.time_remaining().into());
         put("NumQueuedArrays", ((self.busy_probe)() as i64).into());
         let s = self.pool.stats();
         put("PoolUsedMem", (s.used_mem as f64 / 1e6).into());
@@ -300,6 +301,24 @@ impl DriverPort {
         }
         self.meta.lock().write_to(&self.meta_idx, &mut w);
         p.set_many(&w);
+    }
+
+    /// Seconds left in a Single/Multiple acquisition at the configured timing (0 when idle
+    /// or in Continuous mode).
+    fn time_remaining(&self) -> f64 {
+        if !self.busy.load(Ordering::Acquire) {
+            return 0.0;
+        }
+        let per_frame = self
+            .get_f64("AcquirePeriod")
+            .max(self.get_f64("AcquireTime"));
+        let done = self.images_counter.load(Ordering::Acquire) as f64;
+        let total = match self.get_f64("ImageMode") as i64 {
+            0 => 1.0,
+            1 => self.get_f64("NumImages").max(1.0),
+            _ => return 0.0,
+        };
+        ((total - done).max(0.0) * per_frame).max(0.0)
     }
 
     pub(crate) fn shutdown(&self) {

@@ -388,3 +388,23 @@ fn array_rate_is_published() {
         assert!((100.0..=210.0).contains(&rate), "{port}: {rate}");
     }
 }
+
+#[test]
+fn time_remaining_counts_down() {
+    let g = sim_graph(1);
+    g.put("DRV", "AcquireTime", 0.0).unwrap();
+    g.put("DRV", "AcquirePeriod", 0.01).unwrap();
+    g.put("DRV", "ImageMode", "Multiple").unwrap();
+    g.put("DRV", "NumImages", 100).unwrap();
+    g.put("DRV", "Acquire", 1).unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    g.publish_now();
+    let left = g.summary()["ports"]["DRV"]["TimeRemaining_RBV"]
+        .as_f64()
+        .unwrap();
+    assert!(left > 0.3 && left < 1.0, "{left}");
+    g.put("DRV", "Acquire", 0).unwrap();
+    wait_done(&g);
+    assert_eq!(g.summary()["ports"]["DRV"]["TimeRemaining_RBV"], 0.0);
+    assert_eq!(g.summary()["ports"]["DRV"]["DetectorState_RBV"], "Aborted");
+}
