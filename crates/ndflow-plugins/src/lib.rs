@@ -8,11 +8,13 @@
 //!
 //! | file | areaDetector plugin |
 //! |---|---|
+//! | `codec.rs` | NDPluginCodec: compress / decompress (JPEG, Zlib, Blosc, LZ4, LZ4HDF5, BSLZ4) |
 //! | `process.rs` | NDPluginProcess: background, flat field, offset/scale, clipping, recursive filter |
 //! | `roi.rs` | NDPluginROI: N-D region, binning, reverse, scale, type, collapse |
 //! | `stats.rs` | NDPluginStats: statistics, centroid/moments, profiles, histogram |
 //! | `std_arrays.rs` | NDPluginStdArrays: the latest frame as an array parameter |
 
+pub mod codec;
 pub mod process;
 pub mod roi;
 pub mod stats;

@@ -5,6 +5,7 @@
 //! JSON summary; [`bench`] reproduces the seed documents' measurements.
 
 pub mod bench;
+pub mod bench_codec;
 pub mod config;
 pub mod ioc;
 pub mod reference;

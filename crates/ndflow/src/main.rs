@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use ndflow::{bench, ioc, reference, registry};
+use ndflow::{bench, bench_codec, ioc, reference, registry};
 
 #[derive(Parser)]
 #[command(
@@ -80,6 +80,16 @@ enum BenchCmd {
         #[arg(long, value_name = "PORT.PARAM=VALUE", value_parser = bench::parse_setting)]
         set: Vec<(String, String, String)>,
     },
+    /// Compression speed and ratio per codec next to the C libraries, and Codec plugin scaling.
+    Codec {
+        #[arg(long, value_name = "FILE.json")]
+        json: Option<PathBuf>,
+        /// Python with numpy, bitshuffle, blosc, lz4 (default: .venv/bin/python).
+        #[arg(long)]
+        python: Option<PathBuf>,
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+    },
     /// Runtime overhead per plugin hop (a chain of no-op plugins).
     Hop {
         #[arg(long, value_name = "FILE.json")]
@@ -145,6 +155,9 @@ fn main() -> ExitCode {
                 periods,
             }),
             BenchCmd::Hop { json } => bench::hop(json.as_ref()),
+            BenchCmd::Codec { json, python, reps } => {
+                bench_codec::codec(&bench_codec::CodecOptions { json, python, reps })
+            }
         },
         Cmd::Params {
             type_name,

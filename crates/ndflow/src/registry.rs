@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use ndflow_core::{ParamDef, ParamValue};
 use ndflow_plugins::{
-    process::ProcessPlugin, roi::RoiPlugin, stats::StatsPlugin, std_arrays::StdArraysPlugin,
+    codec::CodecPlugin, process::ProcessPlugin, roi::RoiPlugin, stats::StatsPlugin,
+    std_arrays::StdArraysPlugin,
 };
 use ndflow_runtime::params::{ARRAY_BASE_PARAMS, DRIVER_PARAMS, PLUGIN_BASE_PARAMS};
 use ndflow_runtime::{Driver, Graph, Plugin};
@@ -44,6 +45,12 @@ pub const TYPES: &[(&str, &str, bool, &str)] = &[
         false,
         "The latest frame as an array parameter (waveform)",
     ),
+    (
+        "codec",
+        "NDPluginCodec",
+        false,
+        "Compress (JPEG, Zlib, Blosc, LZ4, LZ4HDF5, BSLZ4) or decompress",
+    ),
 ];
 
 pub fn type_names() -> Vec<&'static str> {
@@ -65,6 +72,7 @@ fn new_plugin(type_name: &str) -> Option<Arc<dyn Plugin>> {
         "stats" => Arc::new(StatsPlugin::new()),
         "process" => Arc::new(ProcessPlugin::new()),
         "stdarrays" => Arc::new(StdArraysPlugin::new()),
+        "codec" => Arc::new(CodecPlugin::new()),
         _ => return None,
     })
 }
