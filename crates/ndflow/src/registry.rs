@@ -51,6 +51,18 @@ pub const TYPES: &[(&str, &str, bool, &str)] = &[
         false,
         "Compress (JPEG, Zlib, Blosc, LZ4, LZ4HDF5, BSLZ4) or decompress",
     ),
+    (
+        "tiff",
+        "NDFileTIFF",
+        false,
+        "TIFF files: all types, Mono/RGB, uniqueId/timestamps/attributes as tags",
+    ),
+    (
+        "jpeg",
+        "NDFileJPEG",
+        false,
+        "JPEG files: UInt8 Mono/RGB, JPEGQuality",
+    ),
 ];
 
 pub fn type_names() -> Vec<&'static str> {
@@ -73,6 +85,8 @@ fn new_plugin(type_name: &str) -> Option<Arc<dyn Plugin>> {
         "process" => Arc::new(ProcessPlugin::new()),
         "stdarrays" => Arc::new(StdArraysPlugin::new()),
         "codec" => Arc::new(CodecPlugin::new()),
+        "tiff" => Arc::new(ndflow_io::TiffFilePlugin::new()),
+        "jpeg" => Arc::new(ndflow_io::JpegFilePlugin::new()),
         _ => return None,
     })
 }

@@ -1,0 +1,25 @@
+//! # ndflow-io: file writers
+//!
+//! areaDetector's file plugins (NDPluginFile and its formats), rebuilt over the ndflow
+//! runtime. The behaviour every format shares lives in [`file`]: the NDFile parameters
+//! (FilePath, FileName, FileNumber, FileTemplate, AutoIncrement, AutoSave, FileWriteMode
+//! Single/Capture/Stream, Capture, NumCapture, TempSuffix, CreateDirectory, WriteStatus, ...),
+//! the capture buffer (frames held as `Arc`, no copy) and error reporting. A format implements
+//! [`file::Format`] (open / write / close one file) and becomes a plugin through
+//! [`file::FileWriterPlugin`]:
+//!
+//! - [`tiff`]: NDFileTIFF ([`TiffFilePlugin`]), all 10 types, Mono/RGB1/RGB2/RGB3, tags
+//!   65000-65003 and attributes as ASCII tags from 65010.
+//! - [`jpeg`]: NDFileJPEG ([`JpegFilePlugin`]), UInt8 Mono/RGB1, `JPEGQuality`.
+//!
+//! Trade-off: writing happens on the plugin's worker thread (one at a time, max_threads 1),
+//! as in areaDetector; a slow disk back-pressures only this port's queue, which drops and
+//! counts frames when full.
+
+pub mod file;
+pub mod jpeg;
+pub mod tiff;
+
+pub use file::{FileWriterPlugin, Format};
+pub use jpeg::{JpegFilePlugin, JpegFormat};
+pub use tiff::{TiffFilePlugin, TiffFormat};
