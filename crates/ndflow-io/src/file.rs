@@ -26,10 +26,10 @@ mod template;
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use ndflow_core::{AttrValue, NDArray, ParamDef, ParamStore, ParamValue};
-use ndflow_runtime::{Plugin, PluginError, ProcessContext};
+use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
 use parking_lot::Mutex;
 
 pub use template::{create_directory, format_file_name, normalize_dir};
@@ -113,10 +113,7 @@ struct Indices {
 
 impl Indices {
     fn resolve(p: &ParamStore, who: &str) -> Result<Indices, PluginError> {
-        let one = |name: &str| {
-            p.require(name)
-                .map_err(|e| PluginError::Other(format!("{who}: {e}")))
-        };
+        let one = |name: &str| param_index(p, who, name);
         Ok(Indices {
             file_path: one("FilePath")?,
             path_exists: one("FilePathExists")?,
@@ -169,7 +166,7 @@ struct WriteFailure {
 /// NDPluginFile over a [`Format`]. Serial by nature (one file at a time): one thread.
 pub struct FileWriterPlugin<F: Format> {
     state: Mutex<State<F>>,
-    indices: OnceLock<Indices>,
+    indices: Resolved<Indices>,
 }
 
 impl<F: Format + Default> Default for FileWriterPlugin<F> {
@@ -194,16 +191,13 @@ impl<F: Format> FileWriterPlugin<F> {
                 stream: None,
                 streamed: 0,
             }),
-            indices: OnceLock::new(),
+            indices: Resolved::default(),
         }
     }
 
     fn indices(&self, p: &ParamStore) -> Result<&Indices, PluginError> {
-        if let Some(ix) = self.indices.get() {
-            return Ok(ix);
-        }
-        let ix = Indices::resolve(p, F::PLUGIN_TYPE)?;
-        Ok(self.indices.get_or_init(|| ix))
+        self.indices
+            .get_or_resolve(|| Indices::resolve(p, F::PLUGIN_TYPE))
     }
 
     /// The next file's name from FilePath/FileName/FileNumber/FileTemplate, with its

@@ -16,13 +16,13 @@
 //! | LZ4HDF5 | `lz4hdf5` | the HDF5/Dectris LZ4 framing (LZ4HDF5BlockSize) |
 //! | BSLZ4 | `bslz4` | bitshuffle + LZ4 blocks, areaDetector's framing (no header) |
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use ndflow_codec::blosc::{BloscCompressor, BloscParams, BloscShuffle};
 use ndflow_codec::bslz4::BsFraming;
 use ndflow_codec::{blosc, bslz4, jpeg, lz4, zlib, CodecError};
 use ndflow_core::{Codec, ColorMode, DataType, NDArray, ParamDef, ParamStore, ParamValue};
-use ndflow_runtime::{Plugin, PluginError, ProcessContext};
+use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
 
 /// Compressor menu, in NDCodec.template's order.
 pub const COMPRESSORS: &[&str] = &["None", "JPEG", "Zlib", "Blosc", "LZ4", "LZ4HDF5", "BSLZ4"];
@@ -73,10 +73,29 @@ struct Indices {
     error: usize,
 }
 
+impl Indices {
+    fn resolve(p: &ParamStore) -> Result<Indices, PluginError> {
+        let one = |name: &str| param_index(p, "NDPluginCodec", name);
+        Ok(Indices {
+            mode: one("Mode")?,
+            compressor: one("Compressor")?,
+            comp_factor: one("CompFactor")?,
+            jpeg_quality: one("JPEGQuality")?,
+            blosc_compressor: one("BloscCompressor")?,
+            blosc_clevel: one("BloscCLevel")?,
+            blosc_shuffle: one("BloscShuffle")?,
+            blosc_threads: one("BloscNumThreads")?,
+            lz4hdf5_block: one("LZ4HDF5BlockSize")?,
+            status: one("CodecStatus")?,
+            error: one("CodecError")?,
+        })
+    }
+}
+
 /// NDPluginCodec. Stateless per frame: up to 8 threads.
 #[derive(Debug, Default)]
 pub struct CodecPlugin {
-    indices: OnceLock<Indices>,
+    indices: Resolved<Indices>,
 }
 
 /// One frame's settings, read under one lock.
@@ -98,27 +117,7 @@ impl CodecPlugin {
     }
 
     fn indices(&self, p: &ParamStore) -> Result<&Indices, PluginError> {
-        if let Some(ix) = self.indices.get() {
-            return Ok(ix);
-        }
-        let one = |name: &str| {
-            p.require(name)
-                .map_err(|e| PluginError::Other(format!("NDPluginCodec: {e}")))
-        };
-        let ix = Indices {
-            mode: one("Mode")?,
-            compressor: one("Compressor")?,
-            comp_factor: one("CompFactor")?,
-            jpeg_quality: one("JPEGQuality")?,
-            blosc_compressor: one("BloscCompressor")?,
-            blosc_clevel: one("BloscCLevel")?,
-            blosc_shuffle: one("BloscShuffle")?,
-            blosc_threads: one("BloscNumThreads")?,
-            lz4hdf5_block: one("LZ4HDF5BlockSize")?,
-            status: one("CodecStatus")?,
-            error: one("CodecError")?,
-        };
-        Ok(self.indices.get_or_init(|| ix))
+        self.indices.get_or_resolve(|| Indices::resolve(p))
     }
 
     fn settings(ix: &Indices, p: &ParamStore) -> Settings {

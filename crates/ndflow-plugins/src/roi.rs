@@ -23,14 +23,14 @@
 
 mod kernel;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use ndflow_core::{
     with_pixel_type, Codec, ColorMode, DataType, Dim, NDArray, ParamDef, ParamStore, ParamValue,
     MAX_DIMS,
 };
 use ndflow_runtime::params::DATA_TYPE_OUT_CHOICES;
-use ndflow_runtime::{Plugin, PluginError, ProcessContext};
+use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
 
 use kernel::{DimPlan, Region};
 
@@ -111,10 +111,7 @@ struct Indices {
 
 impl Indices {
     fn resolve(p: &ParamStore) -> Result<Indices, PluginError> {
-        let one = |name: &str| {
-            p.require(name)
-                .map_err(|e| PluginError::Other(format!("NDPluginROI: {e}")))
-        };
+        let one = |name: &str| param_index(p, "NDPluginROI", name);
         let axes = |prefix: &str| -> Result<[usize; 3], PluginError> {
             let mut out = [0; 3];
             for (o, axis) in out.iter_mut().zip(AXES) {
@@ -276,7 +273,7 @@ fn finish_dims(out: &mut NDArray, input_mode: ColorMode, collapse: bool) {
 /// NDPluginROI. Stateless per frame: runs on up to 8 worker threads.
 #[derive(Debug, Default)]
 pub struct RoiPlugin {
-    indices: OnceLock<Indices>,
+    indices: Resolved<Indices>,
 }
 
 impl RoiPlugin {
@@ -285,11 +282,7 @@ impl RoiPlugin {
     }
 
     fn indices(&self, params: &ParamStore) -> Result<&Indices, PluginError> {
-        if let Some(ix) = self.indices.get() {
-            return Ok(ix);
-        }
-        let ix = Indices::resolve(params)?;
-        Ok(self.indices.get_or_init(|| ix))
+        self.indices.get_or_resolve(|| Indices::resolve(params))
     }
 }
 

@@ -36,13 +36,13 @@
 mod kernel;
 mod pixel;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use ndflow_core::{
     with_pixel_type, ArrayValue, BufferMut, DataType, NDArray, ParamDef, ParamStore, ParamValue,
     Pool, MAX_DIMS,
 };
-use ndflow_runtime::{Plugin, PluginError, ProcessContext};
+use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
 use parking_lot::Mutex;
 
 use kernel::{Centroid, Columns, ProfileSums, ScanOut};
@@ -135,9 +135,7 @@ impl Indices {
         ) -> Result<[usize; N], PluginError> {
             let mut out = [0; N];
             for (o, name) in out.iter_mut().zip(names) {
-                *o = p
-                    .require(name)
-                    .map_err(|e| PluginError::Other(format!("NDPluginStats: {e}")))?;
+                *o = param_index(p, "NDPluginStats", name)?;
             }
             Ok(out)
         }
@@ -284,7 +282,7 @@ struct Scratch {
 
 /// NDPluginStats. Thread-safe: any number of frames may be processed at once.
 pub struct StatsPlugin {
-    indices: OnceLock<Indices>,
+    indices: Resolved<Indices>,
     scratch: Mutex<Vec<Scratch>>,
     /// (HistSize, HistMin, HistMax) of the HistogramX last published.
     hist_x: Mutex<Option<(usize, u64, u64)>>,
@@ -300,7 +298,7 @@ impl Default for StatsPlugin {
 impl StatsPlugin {
     pub fn new() -> StatsPlugin {
         StatsPlugin {
-            indices: OnceLock::new(),
+            indices: Resolved::default(),
             scratch: Mutex::new(Vec::new()),
             hist_x: Mutex::new(None),
             max_threads: std::thread::available_parallelism()
@@ -310,11 +308,7 @@ impl StatsPlugin {
     }
 
     fn indices(&self, params: &ParamStore) -> Result<&Indices, PluginError> {
-        if let Some(ix) = self.indices.get() {
-            return Ok(ix);
-        }
-        let ix = Indices::resolve(params)?;
-        Ok(self.indices.get_or_init(|| ix))
+        self.indices.get_or_resolve(|| Indices::resolve(params))
     }
 
     /// HistogramX when (HistSize, HistMin, HistMax) changed since it was last published.

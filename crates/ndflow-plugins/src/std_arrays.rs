@@ -11,13 +11,13 @@
 //! `ArrayDataType` is Int8), sharing the buffer, as areaDetector hands the raw stream to
 //! the waveform. Frames are passed downstream unchanged.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use ndflow_core::{
     convert_slice, with_pixel_type, ArrayValue, DataType, NDArray, ParamDef, ParamStore, ParamValue,
 };
 use ndflow_runtime::params::DATA_TYPE_OUT_CHOICES;
-use ndflow_runtime::{Plugin, PluginError, ProcessContext};
+use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
 
 /// NDStdArrays.template's `ArrayData` plus the element-type menu.
 pub const STD_ARRAYS_PARAMS: &[ParamDef] = &[
@@ -36,7 +36,7 @@ struct Indices {
 /// NDPluginStdArrays. Stateless per frame (the store holds the array): up to 8 threads.
 #[derive(Debug, Default)]
 pub struct StdArraysPlugin {
-    indices: OnceLock<Indices>,
+    indices: Resolved<Indices>,
 }
 
 impl StdArraysPlugin {
@@ -45,18 +45,13 @@ impl StdArraysPlugin {
     }
 
     fn indices(&self, p: &ParamStore) -> Result<&Indices, PluginError> {
-        if let Some(ix) = self.indices.get() {
-            return Ok(ix);
-        }
-        let one = |name: &str| {
-            p.require(name)
-                .map_err(|e| PluginError::Other(format!("NDPluginStdArrays: {e}")))
-        };
-        let ix = Indices {
-            array_data: one("ArrayData")?,
-            data_type: one("ArrayDataType")?,
-        };
-        Ok(self.indices.get_or_init(|| ix))
+        self.indices.get_or_resolve(|| {
+            let one = |name: &str| param_index(p, "NDPluginStdArrays", name);
+            Ok(Indices {
+                array_data: one("ArrayData")?,
+                data_type: one("ArrayDataType")?,
+            })
+        })
     }
 }
 

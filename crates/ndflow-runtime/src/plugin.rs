@@ -84,3 +84,35 @@ impl<'a> ProcessContext<'a> {
 pub fn pool_of(frame: &NDArray, fallback: &Pool) -> Pool {
     frame.buffer.pool().unwrap_or_else(|| fallback.clone())
 }
+
+/// The index of a parameter this plugin declared, or an error naming the plugin.
+pub fn param_index(params: &ParamStore, plugin: &str, name: &str) -> Result<usize, PluginError> {
+    params
+        .require(name)
+        .map_err(|e| PluginError::Other(format!("{plugin}: {e}")))
+}
+
+/// Parameter indices resolved on first use and kept: a plugin instance serves one port, whose
+/// store (and so every index) never changes.
+#[derive(Debug)]
+pub struct Resolved<T>(std::sync::OnceLock<T>);
+
+impl<T> Default for Resolved<T> {
+    fn default() -> Self {
+        Resolved(std::sync::OnceLock::new())
+    }
+}
+
+impl<T> Resolved<T> {
+    /// The cached value, or the result of `resolve` (cached when it succeeds).
+    pub fn get_or_resolve(
+        &self,
+        resolve: impl FnOnce() -> Result<T, PluginError>,
+    ) -> Result<&T, PluginError> {
+        if let Some(v) = self.0.get() {
+            return Ok(v);
+        }
+        let v = resolve()?;
+        Ok(self.0.get_or_init(|| v))
+    }
+}
