@@ -9,6 +9,10 @@ use thiserror::Error;
 pub enum DriverError {
     #[error(transparent)]
     Core(#[from] ndflow_core::CoreError),
+    /// No frame arrived in time (a network source waiting for its producer): not an error;
+    /// the acquisition thread checks Acquire and calls `acquire` again.
+    #[error("no frame available yet")]
+    NoFrame,
     #[error("{0}")]
     Other(String),
 }
@@ -31,4 +35,9 @@ pub trait Driver: Send + 'static {
     /// then sets uniqueId, timestamps and the array readbacks. An error stops acquisition
     /// (state Error, StatusMessage_RBV set); a pool-exhausted error only drops the frame.
     fn acquire(&mut self, params: &ParamStore, pool: &Pool) -> Result<NDArray, DriverError>;
+    /// True for drivers that forward frames made elsewhere (pvaDriver): their uniqueId and
+    /// timestamps are kept instead of being assigned by the acquisition thread.
+    fn keeps_frame_identity(&self) -> bool {
+        false
+    }
 }

@@ -190,6 +190,9 @@ impl DriverPort {
             let t0 = Instant::now();
             self.set_state(DetectorState::Acquire);
             let result = driver.acquire(p, &self.pool);
+            if matches!(result, Err(DriverError::NoFrame)) {
+                continue;
+            }
             let exposure = self.get_f64("AcquireTime").max(0.0);
             let left = exposure - t0.elapsed().as_secs_f64();
             if left > 0.0 && !self.wait_running(Duration::from_secs_f64(left)) {
@@ -198,7 +201,7 @@ impl DriverPort {
             }
             self.set_state(DetectorState::Readout);
             match result {
-                Ok(frame) => self.publish_frame(frame),
+                Ok(frame) => self.publish_frame(frame, driver.keeps_frame_identity()),
                 Err(DriverError::Core(CoreError::PoolExhausted { .. })) => {
                     self.dropped.fetch_add(1, Ordering::AcqRel);
                 }
@@ -253,10 +256,12 @@ impl DriverPort {
         self.publish(false);
     }
 
-    fn publish_frame(&self, mut frame: NDArray) {
+    fn publish_frame(&self, mut frame: NDArray, keep_identity: bool) {
         let id = self.array_counter.fetch_add(1, Ordering::AcqRel) + 1;
-        frame.unique_id = id as i32;
-        frame.stamp_now();
+        if !keep_identity {
+            frame.unique_id = id as i32;
+            frame.stamp_now();
+        }
         self.images_counter.fetch_add(1, Ordering::AcqRel);
         self.meta.lock().update(&frame);
         if self.get_f64("ArrayCallbacks") != 0.0 {
