@@ -35,6 +35,9 @@ pub trait Driver: Send + 'static {
     /// then sets uniqueId, timestamps and the array readbacks. An error stops acquisition
     /// (state Error, StatusMessage_RBV set); a pool-exhausted error only drops the frame.
     fn acquire(&mut self, params: &ParamStore, pool: &Pool) -> Result<NDArray, DriverError>;
+    /// Called when an acquisition ends (done, stopped or failed): release what `start` took
+    /// (a network subscription must not hold back its producer while nobody acquires).
+    fn stop(&mut self, _params: &ParamStore) {}
     /// True for drivers that forward frames made elsewhere (pvaDriver): their uniqueId and
     /// timestamps are kept instead of being assigned by the acquisition thread.
     fn keeps_frame_identity(&self) -> bool {

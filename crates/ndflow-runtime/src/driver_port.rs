@@ -227,6 +227,7 @@ impl DriverPort {
                 }
             }
         }
+        driver.stop(p);
         if outcome == DetectorState::Aborted && mode == 2 {
             outcome = DetectorState::Idle; // stopping Continuous mode is the normal end
         }

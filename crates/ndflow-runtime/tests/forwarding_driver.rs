@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use common::*;
@@ -13,6 +14,7 @@ use ndflow_runtime::{Driver, DriverError, Graph};
 struct Forwarder {
     calls: u32,
     next_id: i32,
+    stops: Arc<AtomicU32>,
 }
 
 impl Driver for Forwarder {
@@ -37,6 +39,9 @@ impl Driver for Forwarder {
         self.next_id += 10;
         Ok(f)
     }
+    fn stop(&mut self, _params: &ParamStore) {
+        self.stops.fetch_add(1, Ordering::SeqCst);
+    }
     fn keeps_frame_identity(&self) -> bool {
         true
     }
@@ -45,11 +50,13 @@ impl Driver for Forwarder {
 #[test]
 fn no_frame_is_not_an_error_and_identity_is_kept() {
     let g = Graph::new(1);
+    let stops = Arc::new(AtomicU32::new(0));
     g.add_driver(
         "FWD",
         Box::new(Forwarder {
             calls: 0,
             next_id: 1000,
+            stops: stops.clone(),
         }),
     )
     .unwrap();
@@ -68,4 +75,9 @@ fn no_frame_is_not_an_error_and_identity_is_kept() {
     assert_eq!(s["ports"]["FWD"]["DetectorState_RBV"], "Idle");
     assert_eq!(*p.seen.lock(), vec![1000, 1010, 1020, 1030, 1040]);
     assert_eq!(s["ports"]["P1"]["UniqueId_RBV"], 1040);
+    assert_eq!(
+        stops.load(Ordering::SeqCst),
+        1,
+        "stop() once per acquisition"
+    );
 }
