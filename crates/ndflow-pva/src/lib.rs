@@ -1,11 +1,18 @@
 //! pvAccess for ndflow.
 //!
 //! The crate is split by concern, after pvxs: [`wire`] is the byte-level encoding (header,
-//! primitives, type descriptions, values), [`nt`] holds the normative types. Nothing here needs the
-//! frame pipeline, sockets or an async runtime; every decoder returns an error on malformed input
-//! instead of panicking, because all of it is fed from the network.
+//! primitives, type descriptions, values), [`nt`] holds the normative types, [`request`] the
+//! pvRequest, [`transport`] the message framing shared by the Tokio [`server`] and [`client`].
+//! The wire layer needs no sockets or runtime; every decoder returns an error on malformed input
+//! instead of panicking, because all of it is fed from the network. Frame pixels travel as
+//! [`SharedBytes`]: received arrays are views of the received message, and sent arrays go from
+//! the frame buffer to the socket with vectored writes.
 
+pub mod client;
 pub mod nt;
+pub mod request;
+pub mod server;
+pub mod transport;
 pub mod wire;
 
 pub use wire::{

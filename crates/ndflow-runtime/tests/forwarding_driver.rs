@@ -29,7 +29,7 @@ impl Driver for Forwarder {
     }
     fn acquire(&mut self, _params: &ParamStore, pool: &Pool) -> Result<NDArray, DriverError> {
         self.calls += 1;
-        if self.calls % 3 != 0 {
+        if !self.calls.is_multiple_of(3) {
             return Err(DriverError::NoFrame);
         }
         let buf = pool.alloc(8)?;

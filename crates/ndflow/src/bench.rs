@@ -78,7 +78,9 @@ fn run_row(period: f64, frames: u32, set: &[(String, String, String)]) -> Result
     for p in &mut cfg_idle.ports {
         p.settings.retain(|s| s.key != "Acquire");
     }
-    cfg_idle.build(&graph).map_err(|e| e.to_string())?;
+    cfg_idle
+        .build(&graph, &crate::pva::PvDirectory::default())
+        .map_err(|e| e.to_string())?;
     let put = |k: &str, v: ndflow_core::ParamValue| {
         graph
             .put("SIM1", k, v)

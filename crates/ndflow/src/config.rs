@@ -16,6 +16,7 @@ use ndflow_core::ParamValue;
 use ndflow_runtime::Graph;
 use toml_edit::{Document, Item, Table, Value};
 
+use crate::pva::PvDirectory;
 use crate::registry;
 
 /// An error in a config file, with where it is.
@@ -70,6 +71,8 @@ pub struct Config {
     pub prefix: String,
     /// Worker threads for plugins (0 = one per core).
     pub threads: usize,
+    /// Serve every parameter (and `pva` ports' images) over pvAccess (default true).
+    pub pva: bool,
     pub ports: Vec<PortConfig>,
 }
 
@@ -109,6 +112,7 @@ impl Config {
             file: file.to_string(),
             prefix: String::new(),
             threads: 0,
+            pva: true,
             ports: Vec::new(),
         };
         for (key, item) in doc.iter() {
@@ -133,6 +137,11 @@ impl Config {
                             )
                         })? as usize
                 }
+                "pva" => {
+                    cfg.pva = item
+                        .as_bool()
+                        .ok_or_else(|| err(line, None, Some(key), "must be true or false".into()))?
+                }
                 "port" => {
                     let tables = item.as_array_of_tables().ok_or_else(|| {
                         err(
@@ -152,7 +161,7 @@ impl Config {
                         line,
                         None,
                         Some(other),
-                        "unknown top-level key (expected prefix, threads, [[port]])".into(),
+                        "unknown top-level key (expected prefix, threads, pva, [[port]])".into(),
                     ))
                 }
             }
@@ -173,7 +182,7 @@ impl Config {
 
     /// Creates every port, then wires them (NDArrayPort), then applies the other settings in
     /// file order, and finally the `Acquire` settings, so acquisition starts on a complete graph.
-    pub fn build(&self, graph: &Graph) -> Result<(), ConfigError> {
+    pub fn build(&self, graph: &Graph, pvs: &PvDirectory) -> Result<(), ConfigError> {
         let at = |p: &PortConfig, s: Option<&Setting>, msg: String| ConfigError {
             file: self.file.clone(),
             line: Some(s.map_or(p.line, |s| s.line)),
@@ -182,7 +191,7 @@ impl Config {
             message: msg,
         };
         for p in &self.ports {
-            registry::create(graph, p).map_err(|m| at(p, None, m))?;
+            registry::create(graph, p, &self.prefix, pvs).map_err(|m| at(p, None, m))?;
         }
         let phase = |s: &Setting| match s.key.as_str() {
             "NDArrayPort" => 0,
@@ -202,6 +211,14 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// Port name → port prefix (for PV names).
+    pub fn port_prefixes(&self) -> std::collections::HashMap<String, String> {
+        self.ports
+            .iter()
+            .map(|p| (p.name.clone(), p.prefix.clone()))
+            .collect()
     }
 
     /// Ports of driver type (for status and --until-idle).

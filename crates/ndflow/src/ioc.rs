@@ -2,11 +2,13 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ndflow_runtime::{Graph, PortHandle};
 
 use crate::config::Config;
+use crate::pva::{PvDirectory, PvaService};
 use crate::status::StatusLine;
 
 pub struct RunOptions {
@@ -15,6 +17,8 @@ pub struct RunOptions {
     pub quiet: bool,
     /// Print a per-port table at the end (demo).
     pub print_table: bool,
+    /// Do not start the pvAccess server (overrides the config's `pva = true`).
+    pub no_pva: bool,
 }
 
 /// The embedded demo pipeline, acquiring `frames` frames.
@@ -28,8 +32,18 @@ static STOP: AtomicBool = AtomicBool::new(false);
 /// Builds the graph from `text` and runs it until idle (with `until_idle`) or Ctrl-C.
 pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     let cfg = Config::parse(text, file).map_err(|e| e.to_string())?;
-    let graph = Graph::new(cfg.threads);
-    cfg.build(&graph).map_err(|e| e.to_string())?;
+    let graph = Arc::new(Graph::new(cfg.threads));
+    let pvs = Arc::new(PvDirectory::default());
+    cfg.build(&graph, &pvs).map_err(|e| e.to_string())?;
+    let pva = if cfg.pva && !opts.no_pva {
+        let service = PvaService::start(&graph, &cfg, pvs)?;
+        if !opts.quiet {
+            eprintln!("{}", service.describe());
+        }
+        Some(service)
+    } else {
+        None
+    };
     // A second Ctrl-C while stopping exits at once.
     let _ = ctrlc::set_handler(|| {
         if STOP.swap(true, Ordering::SeqCst) {
@@ -74,6 +88,7 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
         std::fs::write(path, text + "\n")
             .map_err(|e| format!("cannot write summary {}: {e}", path.display()))?;
     }
+    drop(pva);
     graph.shutdown();
     Ok(())
 }

@@ -6,8 +6,10 @@
 
 pub mod bench;
 pub mod bench_codec;
+pub mod bench_pva;
 pub mod config;
 pub mod ioc;
+pub mod pva;
 pub mod reference;
 pub mod registry;
 pub mod status;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use ndflow::{bench, bench_codec, ioc, reference, registry};
+use ndflow::{bench, bench_codec, bench_pva, ioc, reference, registry};
 
 #[derive(Parser)]
 #[command(
@@ -33,6 +33,9 @@ enum Cmd {
         /// No live status line.
         #[arg(long, short)]
         quiet: bool,
+        /// Do not serve PVs over pvAccess (the config's `pva = false` does the same).
+        #[arg(long)]
+        no_pva: bool,
     },
     /// Run the embedded default pipeline (simulated detector → ROI/Stats/Process/StdArrays).
     Demo {
@@ -43,6 +46,10 @@ enum Cmd {
         summary: Option<PathBuf>,
         #[arg(long, short)]
         quiet: bool,
+        /// Serve PVs over pvAccess while the demo runs (off by default: the demo is a
+        /// self-contained run that should not claim network ports).
+        #[arg(long)]
+        pva: bool,
     },
     /// Benchmarks that reproduce the seed documents' tables on this machine.
     Bench {
@@ -90,11 +97,43 @@ enum BenchCmd {
         #[arg(long, default_value_t = 5)]
         reps: usize,
     },
+    /// NTNDArray throughput over loopback: ndflow and p4p (pvxs) servers and clients next to
+    /// raw loopback TCP (seed 001).
+    Pva {
+        #[arg(long, value_name = "FILE.json")]
+        json: Option<PathBuf>,
+        /// Python with p4p (default: .venv/bin/python).
+        #[arg(long)]
+        python: Option<PathBuf>,
+        /// Comma-separated WIDTHxHEIGHTxFRAMES rows (UInt16 frames).
+        #[arg(long, default_value = "1024x1024x1000,4096x4096x60")]
+        sizes: String,
+    },
     /// Runtime overhead per plugin hop (a chain of no-op plugins).
     Hop {
         #[arg(long, value_name = "FILE.json")]
         json: Option<PathBuf>,
     },
+}
+
+/// "1024x1024x1000,4096x4096x60" → [(1024, 1024, 1000), (4096, 4096, 60)].
+fn parse_sizes(s: &str) -> Result<Vec<(usize, usize, usize)>, String> {
+    s.split(',')
+        .map(|row| {
+            let n: Vec<usize> = row
+                .trim()
+                .split('x')
+                .map(|v| v.parse::<usize>())
+                .collect::<Result<_, _>>()
+                .map_err(|_| format!("bad --sizes row '{row}': expected WIDTHxHEIGHTxFRAMES"))?;
+            match n[..] {
+                [w, h, f] if w > 0 && h > 0 && f >= 2 => Ok((w, h, f)),
+                _ => Err(format!(
+                    "bad --sizes row '{row}': expected WIDTHxHEIGHTxFRAMES (FRAMES >= 2)"
+                )),
+            }
+        })
+        .collect()
 }
 
 fn main() -> ExitCode {
@@ -112,6 +151,7 @@ fn main() -> ExitCode {
             until_idle,
             summary,
             quiet,
+            no_pva,
         } => std::fs::read_to_string(&config)
             .map_err(|e| format!("cannot read {}: {e}", config.display()))
             .and_then(|text| {
@@ -123,6 +163,7 @@ fn main() -> ExitCode {
                         summary,
                         quiet,
                         print_table: false,
+                        no_pva,
                     },
                 )
             }),
@@ -130,6 +171,7 @@ fn main() -> ExitCode {
             frames,
             summary,
             quiet,
+            pva,
         } => ioc::run(
             &ioc::demo_config(frames),
             "demo.toml (embedded)",
@@ -138,6 +180,7 @@ fn main() -> ExitCode {
                 summary,
                 quiet,
                 print_table: true,
+                no_pva: !pva,
             },
         ),
         Cmd::Bench { which } => match which {
@@ -155,6 +198,24 @@ fn main() -> ExitCode {
                 periods,
             }),
             BenchCmd::Hop { json } => bench::hop(json.as_ref()),
+            BenchCmd::Pva {
+                json,
+                python,
+                sizes,
+            } => parse_sizes(&sizes).and_then(|sizes| {
+                let python = python.unwrap_or_else(|| {
+                    PathBuf::from(concat!(
+                        env!("CARGO_MANIFEST_DIR"),
+                        "/../../.venv/bin/python"
+                    ))
+                });
+                bench_pva::run(&bench_pva::PvaBenchOptions {
+                    sizes,
+                    python,
+                    json,
+                })
+                .map(|table| print!("{table}"))
+            }),
             BenchCmd::Codec { json, python, reps } => {
                 bench_codec::codec(&bench_codec::CodecOptions { json, python, reps })
             }

@@ -12,6 +12,9 @@ use ndflow_runtime::{Driver, Graph, Plugin};
 use ndflow_sim::SimDetector;
 
 use crate::config::PortConfig;
+use crate::pva::driver::{PvaDriver, PVA_DRIVER_PARAMS};
+use crate::pva::plugin::{PvaPlugin, PVA_PARAMS};
+use crate::pva::PvDirectory;
 
 /// (config type, areaDetector class, is driver, one-line description)
 pub const TYPES: &[(&str, &str, bool, &str)] = &[
@@ -52,6 +55,18 @@ pub const TYPES: &[(&str, &str, bool, &str)] = &[
         "Compress (JPEG, Zlib, Blosc, LZ4, LZ4HDF5, BSLZ4) or decompress",
     ),
     (
+        "pvadriver",
+        "pvaDriver",
+        true,
+        "Frames from an NTNDArray PV (another IOC, p4p); uniqueId gaps counted",
+    ),
+    (
+        "pva",
+        "NDPluginPva",
+        false,
+        "Publishes frames as an NTNDArray PV (zero-copy; latest-wins or lossless)",
+    ),
+    (
         "tiff",
         "NDFileTIFF",
         false,
@@ -75,7 +90,8 @@ pub fn is_driver(type_name: &str) -> bool {
 
 /// Keys consumed when the port is constructed rather than set as parameters.
 pub fn is_constructor_key(type_name: &str, key: &str) -> bool {
-    type_name == "sim" && matches!(key, "MaxSizeX" | "MaxSizeY")
+    (type_name == "sim" && matches!(key, "MaxSizeX" | "MaxSizeY"))
+        || (type_name == "pva" && key == "PvName")
 }
 
 fn new_plugin(type_name: &str) -> Option<Arc<dyn Plugin>> {
@@ -95,8 +111,42 @@ fn new_sim(max_x: usize, max_y: usize) -> Box<dyn Driver> {
     Box::new(SimDetector::new(max_x, max_y))
 }
 
-/// Creates the port described by `p` in `graph`.
-pub fn create(graph: &Graph, p: &PortConfig) -> Result<(), String> {
+/// Creates the port described by `p` in `graph`; `pva` ports register their image PV in `pvs`.
+pub fn create(
+    graph: &Graph,
+    p: &PortConfig,
+    prefix: &str,
+    pvs: &PvDirectory,
+) -> Result<(), String> {
+    if p.type_name == "pvadriver" {
+        graph
+            .add_driver(&p.name, Box::new(PvaDriver::new()))
+            .map_err(|e| e.to_string())?;
+        return Ok(());
+    }
+    if p.type_name == "pva" {
+        let name = match p
+            .settings
+            .iter()
+            .find(|s| s.key == "PvName")
+            .map(|s| &s.value)
+        {
+            None => format!("{prefix}{}Image", p.prefix),
+            Some(ParamValue::Str(s)) if !s.is_empty() => s.clone(),
+            Some(v) => return Err(format!("PvName must be a non-empty string, not {v}")),
+        };
+        let pv = PvaPlugin::new_pv();
+        pvs.add(name.clone(), pv.clone())?;
+        graph
+            .add_plugin(&p.name, Arc::new(PvaPlugin::new(pv, name.clone())))
+            .map_err(|e| e.to_string())?;
+        if let Some(port) = graph.port(&p.name) {
+            port.params()
+                .set_by_name("PvName", name)
+                .map_err(|e| e.to_string())?;
+        }
+        return Ok(());
+    }
     if p.type_name == "sim" {
         let size = |k: &str| -> Result<usize, String> {
             match p.settings.iter().find(|s| s.key == k).map(|s| &s.value) {
@@ -120,6 +170,20 @@ pub fn create(graph: &Graph, p: &PortConfig) -> Result<(), String> {
 
 /// All parameter tables of a port type, base tables first.
 pub fn param_tables(type_name: &str) -> Vec<(&'static str, &'static [ParamDef])> {
+    if type_name == "pvadriver" {
+        return vec![
+            ("NDArrayBase", ARRAY_BASE_PARAMS),
+            ("ADBase", DRIVER_PARAMS),
+            ("pvaDriver", PVA_DRIVER_PARAMS),
+        ];
+    }
+    if type_name == "pva" {
+        return vec![
+            ("NDArrayBase", ARRAY_BASE_PARAMS),
+            ("NDPluginBase", PLUGIN_BASE_PARAMS),
+            ("NDPluginPva", PVA_PARAMS),
+        ];
+    }
     if type_name == "sim" {
         let sim = new_sim(8, 8);
         return vec![

@@ -9,7 +9,7 @@ fn build_err(text: &str) -> String {
         Err(e) => return e.to_string(),
     };
     let g = Graph::new(1);
-    match cfg.build(&g) {
+    match cfg.build(&g, &ndflow::pva::PvDirectory::default()) {
         Ok(()) => panic!("expected an error for:\n{text}"),
         Err(e) => e.to_string(),
     }
@@ -57,7 +57,7 @@ fn enum_by_index_and_string_both_work() {
         let text = GOOD.replace("\"UInt16\"", v);
         let cfg = Config::parse(&text, "t.toml").unwrap();
         let g = Graph::new(1);
-        cfg.build(&g).unwrap();
+        cfg.build(&g, &ndflow::pva::PvDirectory::default()).unwrap();
         assert_eq!(g.summary()["ports"]["SIM1"]["DataType"], "UInt16");
     }
 }
@@ -132,6 +132,7 @@ fn bundled_examples_parse_and_build() {
             p.settings.retain(|s| s.key != "Acquire");
         }
         let g = Graph::new(1);
-        cfg.build(&g).unwrap_or_else(|e| panic!("{e}"));
+        cfg.build(&g, &ndflow::pva::PvDirectory::default())
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 }

@@ -15,7 +15,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 pub use header::{Header, Segment, SegmentAssembler};
-pub use primitives::{BitSet, Reader, Status, StatusKind, Writer};
+pub use primitives::{BitSet, Reader, Status, StatusKind, Writer, ZERO_COPY_MIN};
 pub use typedesc::{FieldDesc, Members, ScalarType, TypeCache};
 pub use value::{NumArray, Value};
 

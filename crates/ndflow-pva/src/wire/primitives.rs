@@ -210,11 +210,24 @@ impl<'a> Reader<'a> {
 }
 
 /// A growable output buffer in one byte order.
+///
+/// A writer made with [`Writer::zero_copy`] keeps large shared payloads (frame pixels) out of
+/// line: [`Writer::shared`] records a reference instead of copying, and [`Writer::into_parts`]
+/// yields the ordered pieces for a vectored write. Plain writers copy everything, as before.
 #[derive(Clone, Debug)]
 pub struct Writer {
     buf: Vec<u8>,
     order: ByteOrder,
+    /// Out-of-line payloads, each inserted at an offset of `buf` (ascending offsets).
+    out_of_line: Vec<(usize, SharedBytes)>,
+    out_of_line_len: usize,
+    /// Smallest payload kept out of line; `None` = always copy.
+    zero_copy_min: Option<usize>,
 }
+
+/// Payloads at least this long are kept out of line by [`Writer::zero_copy`] writers: below it
+/// one more iovec costs more than copying the bytes.
+pub const ZERO_COPY_MIN: usize = 4096;
 
 macro_rules! write_num {
     ($name:ident, $t:ty) => {
@@ -229,35 +242,93 @@ macro_rules! write_num {
 
 impl Writer {
     pub fn new(order: ByteOrder) -> Self {
-        Self {
-            buf: Vec::new(),
-            order,
-        }
+        Self::with_buffer(Vec::new(), order)
     }
 
     /// Append to an existing buffer (e.g. one that already holds a header placeholder).
     pub fn with_buffer(buf: Vec<u8>, order: ByteOrder) -> Self {
-        Self { buf, order }
+        Self {
+            buf,
+            order,
+            out_of_line: Vec::new(),
+            out_of_line_len: 0,
+            zero_copy_min: None,
+        }
+    }
+
+    /// A writer that keeps shared payloads of at least [`ZERO_COPY_MIN`] bytes out of line.
+    pub fn zero_copy(order: ByteOrder) -> Self {
+        Self::zero_copy_above(order, ZERO_COPY_MIN)
+    }
+
+    /// As [`Writer::zero_copy`] with an explicit threshold.
+    pub fn zero_copy_above(order: ByteOrder, min: usize) -> Self {
+        let mut w = Self::new(order);
+        w.zero_copy_min = Some(min);
+        w
     }
 
     pub fn order(&self) -> ByteOrder {
         self.order
     }
 
+    /// Total bytes written, out-of-line payloads included.
     pub fn len(&self) -> usize {
-        self.buf.len()
+        self.buf.len() + self.out_of_line_len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+        self.len() == 0
     }
 
+    /// The bytes written inline. Complete only when nothing was kept out of line (always the
+    /// case for writers not made with [`Writer::zero_copy`]); use [`Writer::into_parts`] otherwise.
     pub fn as_slice(&self) -> &[u8] {
         &self.buf
     }
 
+    /// All bytes in one buffer (out-of-line payloads are copied in).
     pub fn into_inner(self) -> Vec<u8> {
-        self.buf
+        if self.out_of_line.is_empty() {
+            return self.buf;
+        }
+        let mut out = Vec::with_capacity(self.len());
+        for part in self.into_parts() {
+            out.extend_from_slice(&part);
+        }
+        out
+    }
+
+    /// The message body as ordered pieces for a vectored write: inline runs (one shared
+    /// buffer, sliced) interleaved with the out-of-line payloads, none copied.
+    pub fn into_parts(self) -> Vec<SharedBytes> {
+        let mut parts = Vec::with_capacity(2 * self.out_of_line.len() + 1);
+        let inline = SharedBytes::from(self.buf);
+        let mut at = 0;
+        for (off, payload) in self.out_of_line {
+            if off > at {
+                parts.extend(inline.slice(at, off - at));
+            }
+            at = off;
+            if !payload.is_empty() {
+                parts.push(payload);
+            }
+        }
+        if inline.len() > at {
+            parts.extend(inline.slice(at, inline.len() - at));
+        }
+        parts
+    }
+
+    /// Append a payload; a zero-copy writer keeps a reference to it when it is large enough.
+    pub fn shared(&mut self, b: &SharedBytes) {
+        match self.zero_copy_min {
+            Some(min) if b.len() >= min => {
+                self.out_of_line_len += b.len();
+                self.out_of_line.push((self.buf.len(), b.clone()));
+            }
+            _ => self.buf.extend_from_slice(b),
+        }
     }
 
     pub fn bytes(&mut self, b: &[u8]) {

@@ -127,8 +127,12 @@ impl NumArray {
 
     fn encode(&self, w: &mut Writer) -> Result<(), EncodeError> {
         w.size(self.len())?;
-        let b = self.bytes_in(w.order());
-        w.bytes(&b);
+        if self.order == w.order() || self.elem_size() == 1 {
+            // Already in the message's order: a zero-copy writer sends the buffer as is.
+            w.shared(&self.data);
+        } else {
+            w.bytes(&self.bytes_in(w.order()));
+        }
         Ok(())
     }
 }

@@ -1,0 +1,363 @@
+//! The pvAccess server: serves [`SharedPv`]s found through a [`ChannelProvider`] to pvxs, p4p,
+//! pvAccessCPP (pvapy, CS-Studio) and our own client.
+//!
+//! It runs on its own Tokio runtime (the data plane stays on plain threads): an accept loop, one
+//! task pair per connection (reader: the protocol state of `session`; writer: replies and
+//! monitor updates), a UDP search loop and a beacon loop. Frames are written straight from their
+//! buffers; a slow client loses intermediate monitor updates (latest wins) unless the PV is
+//! lossless and the client pipelines, in which case posts wait for its acks.
+//!
+//! Files, one concern each: `config` (environment), `shared_pv` (a PV and its posts),
+//! `monitor` (one subscription's queue and window), `session` (handshake, channels, dispatch),
+//! `channel_ops` (GET/PUT/MONITOR/GET_FIELD/RPC), `connection` (socket tasks), `search` and
+//! `beacon` (UDP discovery).
+
+mod beacon;
+mod channel_ops;
+pub mod config;
+mod connection;
+mod monitor;
+mod search;
+mod session;
+pub mod shared_pv;
+
+#[doc(hidden)]
+pub mod fuzz;
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use tokio::net::{TcpListener, UdpSocket};
+use tokio::runtime::Runtime;
+use tokio::sync::watch;
+
+pub use config::{ConfigError, ServerConfig};
+pub use shared_pv::{PostError, PutHandler, SharedPv, DEFAULT_LOSSLESS_WAIT};
+
+/// Where the server finds PVs by name.
+pub trait ChannelProvider: Send + Sync + 'static {
+    fn lookup(&self, name: &str) -> Option<SharedPv>;
+}
+
+/// A name → PV map; PVs can be added and removed while serving (a removed PV stays served to
+/// channels already open on it).
+#[derive(Default)]
+pub struct StaticProvider {
+    pvs: RwLock<HashMap<String, SharedPv>>,
+}
+
+impl StaticProvider {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn add(&self, name: impl Into<String>, pv: SharedPv) {
+        self.pvs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.into(), pv);
+    }
+
+    pub fn remove(&self, name: &str) -> Option<SharedPv> {
+        self.pvs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name)
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .pvs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+impl ChannelProvider for StaticProvider {
+    fn lookup(&self, name: &str) -> Option<SharedPv> {
+        self.pvs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+}
+
+/// Counters of a running server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Open TCP connections.
+    pub connections: u64,
+    pub connections_total: u64,
+    /// Open channels.
+    pub channels: u64,
+    /// Live monitor subscriptions.
+    pub monitors: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub messages_received: u64,
+    pub searches: u64,
+    /// Messages that could not be decoded (ignored, or the connection closed).
+    pub malformed: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    connections: AtomicU64,
+    connections_total: AtomicU64,
+    channels: AtomicU64,
+    monitors: AtomicU64,
+    bytes_sent: AtomicU64,
+    bytes_received: AtomicU64,
+    messages_received: AtomicU64,
+    searches: AtomicU64,
+    malformed: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn malformed(&self) {
+        self.malformed.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn search(&self) {
+        self.searches.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn sent(&self, n: usize) {
+        self.bytes_sent.fetch_add(n as u64, Ordering::Relaxed);
+    }
+    pub(crate) fn received(&self, bytes: u64) {
+        self.bytes_received.fetch_add(bytes, Ordering::Relaxed);
+        self.messages_received.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn connection(&self, open: bool) {
+        if open {
+            self.connections.fetch_add(1, Ordering::Relaxed);
+            self.connections_total.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.connections.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+    pub(crate) fn channels(&self, delta: i64) {
+        add(&self.channels, delta);
+    }
+    pub(crate) fn monitors(&self, delta: i64) {
+        add(&self.monitors, delta);
+    }
+    fn snapshot(&self) -> ServerStats {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ServerStats {
+            connections: g(&self.connections),
+            connections_total: g(&self.connections_total),
+            channels: g(&self.channels),
+            monitors: g(&self.monitors),
+            bytes_sent: g(&self.bytes_sent),
+            bytes_received: g(&self.bytes_received),
+            messages_received: g(&self.messages_received),
+            searches: g(&self.searches),
+            malformed: g(&self.malformed),
+        }
+    }
+}
+
+fn add(a: &AtomicU64, delta: i64) {
+    if delta >= 0 {
+        a.fetch_add(delta as u64, Ordering::Relaxed);
+    } else {
+        a.fetch_sub(delta.unsigned_abs(), Ordering::Relaxed);
+    }
+}
+
+/// What every connection of one server shares.
+pub(crate) struct ServerShared {
+    pub(crate) provider: Arc<dyn ChannelProvider>,
+    pub(crate) guid: [u8; 12],
+    /// The address announced in search responses and beacons.
+    pub(crate) tcp_addr: SocketAddr,
+    pub(crate) bind_ip: IpAddr,
+    pub(crate) cfg: ServerConfig,
+    pub(crate) stats: Counters,
+}
+
+impl ServerShared {
+    pub(crate) fn new(
+        provider: Arc<dyn ChannelProvider>,
+        tcp_addr: SocketAddr,
+        cfg: ServerConfig,
+    ) -> Self {
+        Self {
+            provider,
+            guid: new_guid(),
+            tcp_addr,
+            bind_ip: cfg.bind,
+            cfg,
+            stats: Counters::default(),
+        }
+    }
+}
+
+/// 12 bytes unique to this server instance (random seed, time, process id).
+fn new_guid() -> [u8; 12] {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    let a = h.finish();
+    h.write_u64(a);
+    let b = h.finish();
+    let mut g = [0u8; 12];
+    g[..8].copy_from_slice(&a.to_le_bytes());
+    g[8..].copy_from_slice(&b.to_le_bytes()[..4]);
+    g
+}
+
+/// A running server. Stops (sockets closed, threads joined) on [`Server::stop`] or drop.
+pub struct Server {
+    shared: Arc<ServerShared>,
+    udp_addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    runtime: Option<Runtime>,
+}
+
+impl Server {
+    /// Bind the TCP and UDP sockets and start serving on a runtime of our own.
+    pub fn start(cfg: ServerConfig, provider: Arc<dyn ChannelProvider>) -> io::Result<Server> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cfg.worker_threads.max(1))
+            .thread_name("pva-server")
+            .enable_all()
+            .build()?;
+        // Bind with std sockets and hand them to the runtime through `enter` (not `block_on`),
+        // so that starting a server from inside another runtime works too.
+        let (listener, udp) = {
+            let _ctx = runtime.enter();
+            let listener = match std::net::TcpListener::bind((cfg.bind, cfg.tcp_port)) {
+                Ok(l) => l,
+                // Like pvxs: a taken TCP port falls back to an ephemeral one (searches tell
+                // clients where we are).
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse && cfg.tcp_port != 0 => {
+                    std::net::TcpListener::bind((cfg.bind, 0))?
+                }
+                Err(e) => return Err(e),
+            };
+            listener.set_nonblocking(true)?;
+            let listener = TcpListener::from_std(listener)?;
+            let udp = bind_udp(SocketAddr::new(cfg.bind, cfg.udp_port))?;
+            (listener, udp)
+        };
+        let tcp_addr = listener.local_addr()?;
+        let udp_addr = udp.local_addr()?;
+        let udp = Arc::new(udp);
+        let shared = Arc::new(ServerShared::new(provider, tcp_addr, cfg.clone()));
+        let (shutdown, rx) = watch::channel(false);
+        runtime.spawn(accept_loop(listener, Arc::clone(&shared), rx.clone()));
+        runtime.spawn(search::udp_loop(
+            Arc::clone(&udp),
+            Arc::clone(&shared),
+            rx.clone(),
+        ));
+        runtime.spawn(beacon::beacon_loop(
+            udp,
+            Arc::clone(&shared),
+            // Port 0 (an ephemeral search port copied into the list) names nobody.
+            cfg.beacon_addrs
+                .iter()
+                .copied()
+                .filter(|a| a.port() != 0)
+                .collect(),
+            cfg.beacon_period,
+            rx,
+        ));
+        Ok(Server {
+            shared,
+            udp_addr,
+            shutdown,
+            runtime: Some(runtime),
+        })
+    }
+
+    pub fn tcp_addr(&self) -> SocketAddr {
+        self.shared.tcp_addr
+    }
+
+    pub fn udp_addr(&self) -> SocketAddr {
+        self.udp_addr
+    }
+
+    pub fn stats(&self) -> ServerStats {
+        self.shared.stats.snapshot()
+    }
+
+    /// Close every socket and join the server's threads.
+    pub fn stop(mut self) {
+        self.shutdown_now();
+    }
+
+    fn shutdown_now(&mut self) {
+        let _ = self.shutdown.send(true);
+        if let Some(rt) = self.runtime.take() {
+            // Dropping tasks closes their sockets and subscriptions (no poster stays blocked).
+            if tokio::runtime::Handle::try_current().is_ok() {
+                // Inside another runtime we may not block: let the threads finish on their own.
+                rt.shutdown_background();
+            } else {
+                rt.shutdown_timeout(Duration::from_secs(2));
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown_now();
+    }
+}
+
+/// The search socket, with SO_REUSEADDR as pvxs sets it: clients on the same host bind the
+/// broadcast port too (to hear beacons), and without it whichever comes second fails.
+fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    sock.set_reuse_address(true)?;
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())?;
+    UdpSocket::from_std(sock.into())
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    srv: Arc<ServerShared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.changed() => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(connection::run(
+                    stream,
+                    peer,
+                    Arc::clone(&srv),
+                    shutdown.clone(),
+                ));
+            }
+            // Out of file descriptors and the like: back off instead of spinning.
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! The socket side of one client connection: a reader task feeding [`Session`] and a writer
+//! task that sends replies and monitor updates.
+//!
+//! The writer takes a monitor update out of its subscription only when it is about to write it,
+//! so while the socket is busy further posts squash in the subscription's queue instead of piling
+//! up here; replies (small) go first. A connection that goes silent for `conn_timeout`, sends
+//! garbage framing, or whose writer fails is closed, and closing ends its subscriptions — which
+//! releases any lossless poster waiting on them.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch, Notify};
+
+use crate::transport::{cmd, MessageReader, OutMessage, TransportError};
+use crate::wire::ByteOrder;
+
+use super::monitor::{lock, Subscription};
+use super::session::Session;
+use super::ServerShared;
+
+/// Replies queued ahead of the writer; a client that floods requests without reading waits here.
+const REPLY_QUEUE: usize = 64;
+
+pub(crate) async fn run(
+    stream: TcpStream,
+    _peer: SocketAddr,
+    srv: Arc<ServerShared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    srv.stats.connection(true);
+    let (rd, wr) = stream.into_split();
+    let wake = Arc::new(Notify::new());
+    let monitors: Arc<Mutex<Vec<Arc<Subscription>>>> = Arc::default();
+    let writer_done = Arc::new(Notify::new());
+    let (tx, rx) = mpsc::channel::<OutMessage>(REPLY_QUEUE);
+    let mut session = Session::new(Arc::clone(&srv), Arc::clone(&wake), Arc::clone(&monitors));
+    let order = session.order;
+    let writer = tokio::spawn(writer_loop(
+        wr,
+        rx,
+        wake,
+        monitors,
+        Arc::clone(&srv),
+        order,
+        Arc::clone(&writer_done),
+    ));
+    let mut reader = MessageReader::new(rd, srv.cfg.max_message);
+    let mut counted = 0u64;
+    let mut pending = session.greeting();
+    'conn: loop {
+        for m in pending.drain(..) {
+            if tx.send(m).await.is_err() {
+                break 'conn;
+            }
+        }
+        if session.should_close() {
+            break;
+        }
+        let next = tokio::select! {
+            r = tokio::time::timeout(srv.cfg.conn_timeout, reader.next()) => r,
+            _ = shutdown.changed() => break,
+            _ = writer_done.notified() => break,
+        };
+        let msg = match next {
+            Ok(Ok(Some(m))) => m,
+            // Idle too long, clean EOF, I/O error: the connection is over.
+            Err(_) | Ok(Ok(None)) | Ok(Err(TransportError::Io(_))) => break,
+            Ok(Err(_)) => {
+                // Bad framing: nothing after it can be trusted.
+                srv.stats.malformed();
+                break;
+            }
+        };
+        srv.stats.received(reader.bytes_read() - counted);
+        counted = reader.bytes_read();
+        pending = session.handle(&msg);
+    }
+    session.close_all();
+    drop(session);
+    drop(tx);
+    // The writer may be stuck writing to a client that stopped reading: do not wait for it.
+    writer.abort();
+    srv.stats.connection(false);
+}
+
+async fn writer_loop(
+    mut wr: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<OutMessage>,
+    wake: Arc<Notify>,
+    monitors: Arc<Mutex<Vec<Arc<Subscription>>>>,
+    srv: Arc<ServerShared>,
+    order: ByteOrder,
+    done: Arc<Notify>,
+) {
+    let res = write_all(&mut wr, &mut rx, &wake, &monitors, &srv, order).await;
+    if res.is_ok() {
+        let _ = wr.shutdown().await;
+    }
+    // A stored permit: the reader sees it even if it is not waiting yet.
+    done.notify_one();
+}
+
+async fn write_all(
+    wr: &mut OwnedWriteHalf,
+    rx: &mut mpsc::Receiver<OutMessage>,
+    wake: &Notify,
+    monitors: &Mutex<Vec<Arc<Subscription>>>,
+    srv: &ServerShared,
+    order: ByteOrder,
+) -> io::Result<()> {
+    let period = srv.cfg.echo_period;
+    let mut echo = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    let mut next_sub = 0usize;
+    loop {
+        // Replies first: they are small and a client may be waiting on one.
+        while let Ok(m) = rx.try_recv() {
+            send(wr, &m, srv).await?;
+        }
+        // Then at most one update per subscription, round robin.
+        let subs: Vec<Arc<Subscription>> = lock(monitors).clone();
+        let mut sent = false;
+        for i in 0..subs.len() {
+            let s = &subs[(next_sub + i) % subs.len()];
+            match s.next_message(order) {
+                Some(Ok(m)) => {
+                    send(wr, &m, srv).await?;
+                    sent = true;
+                }
+                // The PV's value no longer encodes against its type: drop that update.
+                Some(Err(_)) => srv.stats.malformed(),
+                None => {}
+            }
+        }
+        next_sub = next_sub.wrapping_add(1);
+        if sent {
+            continue;
+        }
+        tokio::select! {
+            m = rx.recv() => match m {
+                Some(m) => send(wr, &m, srv).await?,
+                None => return Ok(()),
+            },
+            _ = wake.notified() => {}
+            _ = echo.tick() => {
+                // Keep-alive; clients do not answer it (pvxs and pvAccessCPP ignore it).
+                let m = OutMessage {
+                    header: crate::wire::Header::application(cmd::ECHO, true, order, 0),
+                    parts: Vec::new(),
+                };
+                send(wr, &m, srv).await?;
+            }
+        }
+    }
+}
+
+async fn send(wr: &mut OwnedWriteHalf, m: &OutMessage, srv: &ServerShared) -> io::Result<()> {
+    m.write_to(wr).await?;
+    srv.stats.sent(m.wire_len());
+    Ok(())
+}

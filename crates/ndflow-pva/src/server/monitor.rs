@@ -1,0 +1,232 @@
+//! One MONITOR subscription (§1.8.1): a bounded queue between a PV's posts and a connection's
+//! writer, the pipeline window, and squashing.
+//!
+//! Posts [`offer`](Subscription::offer) updates; when the queue holds `queueSize` entries the new
+//! value is merged into the last one (latest wins) and the fields that changed twice are marked
+//! in its overrun set, as pvxs does. The connection's writer asks for the next message only when
+//! it is ready to write ([`Subscription::next_message`]), so a slow client costs squashed updates,
+//! never memory, and never blocks a poster. With pipelining the writer also stops when the
+//! client's window (its acks) is used up; a lossless poster waits for [`Subscription::has_room`].
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+use crate::request::apply_mask;
+use crate::transport::OutMessage;
+use crate::wire::{BitSet, ByteOrder, EncodeError, FieldDesc, Value};
+
+use crate::transport::cmd::MONITOR as CMD_MONITOR;
+
+/// Wakes lossless posters when a subscription frees room or goes away (one per PV).
+#[derive(Default)]
+pub(crate) struct Room {
+    generation: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl Room {
+    pub(crate) fn generation(&self) -> u64 {
+        *lock(&self.generation)
+    }
+
+    pub(crate) fn bump(&self) {
+        *lock(&self.generation) += 1;
+        self.cv.notify_all();
+    }
+
+    /// Wait until the generation differs from `seen` or `timeout` passes.
+    pub(crate) fn wait(&self, seen: u64, timeout: std::time::Duration) {
+        let g = lock(&self.generation);
+        if *g != seen {
+            return;
+        }
+        let _unused = self.cv.wait_timeout(g, timeout);
+    }
+}
+
+/// A poisoned lock only means another thread panicked mid-update; the data stay usable.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Update {
+    value: Value,
+    changed: BitSet,
+    overrun: BitSet,
+}
+
+struct SubState {
+    queue: VecDeque<Update>,
+    queue_size: usize,
+    pipeline: bool,
+    /// Updates the client can still take (pipeline only).
+    window: u32,
+    running: bool,
+    closed: bool,
+}
+
+/// Monitor options taken from the INIT request.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MonitorParams {
+    pub queue_size: u32,
+    pub pipeline: bool,
+    pub initial_window: u32,
+}
+
+pub(crate) struct Subscription {
+    ioid: u32,
+    desc: Arc<FieldDesc>,
+    mask: Option<BitSet>,
+    wake: Arc<Notify>,
+    room: Arc<Room>,
+    st: Mutex<SubState>,
+}
+
+impl Subscription {
+    pub(crate) fn new(
+        ioid: u32,
+        desc: Arc<FieldDesc>,
+        mask: Option<BitSet>,
+        params: MonitorParams,
+        wake: Arc<Notify>,
+        room: Arc<Room>,
+    ) -> Self {
+        Self {
+            ioid,
+            desc,
+            mask,
+            wake,
+            room,
+            st: Mutex::new(SubState {
+                queue: VecDeque::new(),
+                queue_size: params.queue_size.max(1) as usize,
+                pipeline: params.pipeline,
+                window: params.initial_window,
+                running: false,
+                closed: false,
+            }),
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        lock(&self.st).closed
+    }
+
+    /// Whether a lossless poster may offer now without squashing: always true unless this is a
+    /// running pipelined subscription whose queue is full.
+    pub(crate) fn has_room(&self) -> bool {
+        let st = lock(&self.st);
+        st.closed || !st.running || !st.pipeline || st.queue.len() < st.queue_size
+    }
+
+    /// Queue an update; returns true if it had to be squashed into the last queued one.
+    pub(crate) fn offer(&self, value: &Value, changed: &BitSet) -> bool {
+        let mut st = lock(&self.st);
+        if st.closed || !st.running {
+            return false;
+        }
+        let squashed = if st.queue.len() < st.queue_size {
+            st.queue.push_back(Update {
+                value: value.clone(),
+                changed: changed.clone(),
+                overrun: BitSet::new(),
+            });
+            false
+        } else if let Some(last) = st.queue.back_mut() {
+            // Latest wins: fields changed again since the last queued update are overruns.
+            let mut twice = BitSet::new();
+            for b in changed.iter() {
+                if last.changed.get(b) {
+                    twice.set(b);
+                }
+            }
+            last.overrun.union_with(&twice);
+            last.changed.union_with(changed);
+            last.value = value.clone();
+            true
+        } else {
+            false
+        };
+        drop(st);
+        self.wake.notify_one();
+        squashed
+    }
+
+    /// Client start (0x44): begin with the current value, every field marked.
+    pub(crate) fn start(&self, current: &Value) {
+        let mut st = lock(&self.st);
+        if st.closed || st.running {
+            return;
+        }
+        st.running = true;
+        st.queue.clear();
+        st.queue.push_back(Update {
+            value: current.clone(),
+            changed: BitSet::from_bits(&[0]),
+            overrun: BitSet::new(),
+        });
+        drop(st);
+        self.wake.notify_one();
+    }
+
+    /// Client stop (0x04): nothing more is sent until the next start.
+    pub(crate) fn stop(&self) {
+        let mut st = lock(&self.st);
+        st.running = false;
+        st.queue.clear();
+        drop(st);
+        self.room.bump();
+    }
+
+    /// Pipeline ack (0x80): the client has room for `n` more updates.
+    pub(crate) fn ack(&self, n: u32) {
+        let mut st = lock(&self.st);
+        st.window = st.window.saturating_add(n);
+        drop(st);
+        self.wake.notify_one();
+    }
+
+    /// The subscription is gone (destroyed, channel destroyed, connection lost).
+    pub(crate) fn close(&self) {
+        let mut st = lock(&self.st);
+        st.closed = true;
+        st.running = false;
+        st.queue.clear();
+        drop(st);
+        self.room.bump();
+    }
+
+    /// The next update to write, if one is queued and the window allows; called by the writer
+    /// only when it is ready to write, so that anything else squashes in the queue meanwhile.
+    pub(crate) fn next_message(&self, order: ByteOrder) -> Option<Result<OutMessage, EncodeError>> {
+        loop {
+            let mut st = lock(&self.st);
+            if st.closed || !st.running || (st.pipeline && st.window == 0) {
+                return None;
+            }
+            let u = st.queue.pop_front()?;
+            let changed = apply_mask(&self.desc, &u.changed, self.mask.as_ref());
+            if changed.is_empty() {
+                // Nothing the client asked for changed; costs no window.
+                continue;
+            }
+            if st.pipeline {
+                st.window -= 1;
+            }
+            drop(st);
+            self.room.bump();
+            let overrun = apply_mask(&self.desc, &u.overrun, self.mask.as_ref());
+            let desc = &self.desc;
+            let msg = OutMessage::build(CMD_MONITOR, true, order, |w| {
+                w.u32(self.ioid);
+                w.u8(0x00);
+                w.bitset(&changed)?;
+                u.value.encode_partial(desc, &changed, w)?;
+                w.bitset(&overrun)
+            });
+            return Some(msg);
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! Message framing over a byte stream (TCP), shared by the server and the client.
+//!
+//! Receiving: [`MessageReader`] yields one [`Message`] per application message, with segmented
+//! messages (§1.10) already joined, and passes control messages through as they come (they may sit
+//! between segments). Each payload is read straight into one buffer of its exact size, so the
+//! arrays a decoder takes from it ([`Reader::over_shared`](crate::wire::Reader::over_shared)) are
+//! views of that buffer, not copies.
+//!
+//! Sending: [`write_message`] writes the header and the body parts with vectored writes; a body
+//! made by a [`Writer::zero_copy`] writer keeps frame pixels ([`SharedBytes`]) out of line, so they
+//! go from the frame buffer to the socket without being copied. pvxs never segments on send and
+//! neither do we.
+
+use std::io::{self, IoSlice};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+
+use crate::wire::header::HEADER_LEN;
+use crate::wire::{ByteOrder, DecodeError, EncodeError, Header, Segment, SharedBytes, Writer};
+
+/// Default upper bound on one (reassembled) message: large enough for an 8k x 8k float64 frame.
+pub const DEFAULT_MAX_MESSAGE: usize = 1 << 30;
+
+/// Read buffer for headers and small messages; larger payloads bypass it.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// Why a stream stopped yielding messages.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+    #[error("malformed message: {0}")]
+    Decode(#[from] DecodeError),
+    #[error("message of {0} bytes exceeds the configured maximum")]
+    TooLarge(usize),
+}
+
+/// One application message (segments joined) or one control message (empty payload; its value
+/// is `header.payload_size`).
+#[derive(Clone, Debug)]
+pub struct Message {
+    /// For a reassembled message: the first segment's header with the segment bits cleared and
+    /// `payload_size` set to the joined length.
+    pub header: Header,
+    pub payload: SharedBytes,
+}
+
+impl Message {
+    pub fn command(&self) -> u8 {
+        self.header.command
+    }
+
+    pub fn order(&self) -> ByteOrder {
+        self.header.byte_order()
+    }
+}
+
+/// Reads framed messages from a stream. Not cancel-safe: dropping a pending [`Self::next`] loses
+/// a partly read message, which is fine only when the connection is being abandoned.
+pub struct MessageReader<R> {
+    r: BufReader<R>,
+    max_message: usize,
+    /// First header and joined payload of a segmented message in progress.
+    pending: Option<(Header, Vec<u8>)>,
+    bytes_read: u64,
+}
+
+impl<R: AsyncRead + Unpin> MessageReader<R> {
+    /// `max_message`: largest payload (after joining segments) accepted; a peer announcing more
+    /// gets [`TransportError::TooLarge`].
+    pub fn new(r: R, max_message: usize) -> Self {
+        Self {
+            r: BufReader::with_capacity(READ_BUFFER, r),
+            max_message,
+            pending: None,
+            bytes_read: 0,
+        }
+    }
+
+    /// Bytes consumed from the stream so far (headers included).
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read
+    }
+
+    /// The next message; `Ok(None)` on a clean end of stream (between messages).
+    pub async fn next(&mut self) -> Result<Option<Message>, TransportError> {
+        loop {
+            let Some(header) = self.read_header().await? else {
+                if self.pending.is_some() {
+                    return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+                }
+                return Ok(None);
+            };
+            if header.is_control() {
+                return Ok(Some(Message {
+                    header,
+                    payload: SharedBytes::empty(),
+                }));
+            }
+            let len = header.payload_size as usize;
+            match (header.segment(), self.pending.take()) {
+                (Segment::None, None) => {
+                    self.check(len)?;
+                    let mut buf = Vec::new();
+                    self.read_into(&mut buf, len).await?;
+                    return Ok(Some(Message {
+                        header,
+                        payload: buf.into(),
+                    }));
+                }
+                (Segment::First, None) => {
+                    self.check(len)?;
+                    let mut buf = Vec::new();
+                    self.read_into(&mut buf, len).await?;
+                    self.pending = Some((header, buf));
+                }
+                (seg @ (Segment::Middle | Segment::Last), Some((first, mut buf))) => {
+                    if header.command != first.command {
+                        return Err(DecodeError::BadSegment.into());
+                    }
+                    self.check(buf.len().saturating_add(len))?;
+                    self.read_into(&mut buf, len).await?;
+                    if seg == Segment::Middle {
+                        self.pending = Some((first, buf));
+                        continue;
+                    }
+                    let mut header = first;
+                    header.flags &= !crate::wire::header::FLAG_SEGMENT_MASK;
+                    header.payload_size = u32::try_from(buf.len()).unwrap_or(u32::MAX);
+                    return Ok(Some(Message {
+                        header,
+                        payload: buf.into(),
+                    }));
+                }
+                _ => return Err(DecodeError::BadSegment.into()),
+            }
+        }
+    }
+
+    fn check(&self, len: usize) -> Result<(), TransportError> {
+        if len > self.max_message {
+            Err(TransportError::TooLarge(len))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A header, or `None` on end of stream before its first byte.
+    async fn read_header(&mut self) -> Result<Option<Header>, TransportError> {
+        let mut hb = [0u8; HEADER_LEN];
+        let n = self.r.read(&mut hb).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if n < HEADER_LEN {
+            self.r.read_exact(&mut hb[n..]).await?;
+        }
+        self.bytes_read += HEADER_LEN as u64;
+        Ok(Some(Header::decode(&hb)?))
+    }
+
+    /// Append exactly `len` bytes to `buf`. The buffer grows as data arrives (a peer announcing
+    /// a huge message it never sends costs address space, not memory) and large reads go
+    /// straight from the socket into it.
+    async fn read_into(&mut self, buf: &mut Vec<u8>, len: usize) -> Result<(), TransportError> {
+        let target = buf.len() + len;
+        buf.reserve_exact(len);
+        while buf.len() < target {
+            let want = (target - buf.len()) as u64;
+            let n = (&mut self.r).take(want).read_buf(buf).await?;
+            if n == 0 {
+                return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+            }
+        }
+        self.bytes_read += len as u64;
+        Ok(())
+    }
+}
+
+/// A message ready to send: header plus body parts (shared, so queueing it copies nothing).
+#[derive(Clone, Debug)]
+pub struct OutMessage {
+    pub header: Header,
+    pub parts: Vec<SharedBytes>,
+}
+
+impl OutMessage {
+    /// Build an application message whose body is produced by `body` on a zero-copy writer in
+    /// `order`.
+    pub fn build(
+        command: u8,
+        from_server: bool,
+        order: ByteOrder,
+        body: impl FnOnce(&mut Writer) -> Result<(), EncodeError>,
+    ) -> Result<Self, EncodeError> {
+        let mut w = Writer::zero_copy(order);
+        body(&mut w)?;
+        let len = w.len();
+        let size = u32::try_from(len).map_err(|_| EncodeError::SizeTooLarge(len))?;
+        Ok(Self {
+            header: Header::application(command, from_server, order, size),
+            parts: w.into_parts(),
+        })
+    }
+
+    /// A control message (no body).
+    pub fn control(command: u8, from_server: bool, order: ByteOrder, value: u32) -> Self {
+        Self {
+            header: Header::control(command, from_server, order, value),
+            parts: Vec::new(),
+        }
+    }
+
+    /// Header plus body length.
+    pub fn wire_len(&self) -> usize {
+        HEADER_LEN + self.parts.iter().map(|p| p.len()).sum::<usize>()
+    }
+
+    pub async fn write_to<W: AsyncWrite + Unpin>(&self, w: &mut W) -> io::Result<()> {
+        let refs: Vec<&[u8]> = self.parts.iter().map(|p| p.as_slice()).collect();
+        write_message(w, self.header, &refs).await
+    }
+}
+
+/// Write one message: `header` followed by `parts`, with vectored writes (no part is copied).
+/// For application messages `payload_size` is set to the parts' total length; for control
+/// messages the header is sent as given and `parts` must be empty.
+pub async fn write_message<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    mut header: Header,
+    parts: &[&[u8]],
+) -> io::Result<()> {
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    if header.is_control() {
+        if total != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "control messages carry no payload",
+            ));
+        }
+    } else {
+        header.payload_size = u32::try_from(total).map_err(|_| {
+            io::Error::new(io::ErrorKind::InvalidInput, "message larger than 4 GiB")
+        })?;
+    }
+    let hb = header.encode();
+    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(parts.len() + 1);
+    slices.push(IoSlice::new(&hb));
+    slices.extend(
+        parts
+            .iter()
+            .filter(|p| !p.is_empty())
+            .map(|p| IoSlice::new(p)),
+    );
+    let mut bufs = &mut slices[..];
+    while !bufs.is_empty() {
+        let n = w.write_vectored(bufs).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut bufs, n);
+    }
+    Ok(())
+}
+
+/// Application command codes (§1.7, §1.8).
+pub mod cmd {
+    pub const BEACON: u8 = 0x00;
+    pub const CONNECTION_VALIDATION: u8 = 0x01;
+    pub const ECHO: u8 = 0x02;
+    pub const SEARCH: u8 = 0x03;
+    pub const SEARCH_RESPONSE: u8 = 0x04;
+    pub const AUTHNZ: u8 = 0x05;
+    pub const ACL_CHANGE: u8 = 0x06;
+    pub const CREATE_CHANNEL: u8 = 0x07;
+    pub const DESTROY_CHANNEL: u8 = 0x08;
+    pub const CONNECTION_VALIDATED: u8 = 0x09;
+    pub const GET: u8 = 0x0A;
+    pub const PUT: u8 = 0x0B;
+    pub const PUT_GET: u8 = 0x0C;
+    pub const MONITOR: u8 = 0x0D;
+    pub const ARRAY: u8 = 0x0E;
+    pub const DESTROY_REQUEST: u8 = 0x0F;
+    pub const PROCESS: u8 = 0x10;
+    pub const GET_FIELD: u8 = 0x11;
+    pub const MESSAGE: u8 = 0x12;
+    pub const MULTIPLE_DATA: u8 = 0x13;
+    pub const RPC: u8 = 0x14;
+    pub const CANCEL_REQUEST: u8 = 0x15;
+    pub const ORIGIN_TAG: u8 = 0x16;
+}
+
+/// Sub-command bits of GET/PUT/MONITOR/RPC (pvAccessCPP names).
+pub mod subcmd {
+    pub const INIT: u8 = 0x08;
+    pub const DESTROY: u8 = 0x10;
+    /// PUT: fetch the current value. MONITOR: (with PROCESS) start.
+    pub const GET: u8 = 0x40;
+    /// MONITOR: start (0x44 with GET) / stop (alone).
+    pub const PROCESS: u8 = 0x04;
+    /// MONITOR: pipeline (INIT) / ack (exec). PUT: get-put.
+    pub const PIPELINE: u8 = 0x80;
+}

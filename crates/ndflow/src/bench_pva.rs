@@ -1,0 +1,425 @@
+//! `ndflow bench pva`: NTNDArray throughput over loopback (seed 001's question, on this host).
+//!
+//! For each frame size, four paths measured in the same run:
+//! - raw loopback TCP (one socket, the frame bytes written back to back): the ceiling;
+//! - ndflow server → ndflow client (lossless: pipelined monitor, the poster waits for acks);
+//! - ndflow server → p4p client (p4p asks `pipeline=true`, so lossless applies too);
+//! - p4p server → p4p client (pvxs on both ends: the reference; p4p's server squashes what a
+//!   slow client misses, so its loss is reported, not prevented).
+//!
+//! GB/s counts pixel bytes delivered, first to last frame at the receiver.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ndflow_pva::client::{Client, ClientConfig, MonitorEvent, MonitorOptions};
+use ndflow_pva::nt::ntndarray::{Dimension, NtNdArray, TimeStamp};
+use ndflow_pva::server::{Server, ServerConfig};
+use ndflow_pva::{BitSet, ByteOrder, NumArray, SharedBytes};
+use serde_json::{json, Value as Json};
+
+use crate::pva::plugin::PvaPlugin;
+use crate::pva::PvDirectory;
+
+pub struct PvaBenchOptions {
+    /// (width, height, frames) per row.
+    pub sizes: Vec<(usize, usize, usize)>,
+    pub python: PathBuf,
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug)]
+struct Row {
+    path: &'static str,
+    frame: String,
+    frames: u64,
+    lost: u64,
+    seconds: f64,
+    bytes: u64,
+}
+
+impl Row {
+    fn gbps(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.bytes as f64 / self.seconds / 1e9
+        } else {
+            0.0
+        }
+    }
+    fn fps(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.frames as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+fn loopback_env(cmd: &mut Command) {
+    for (k, v) in [
+        ("EPICS_PVA_AUTO_ADDR_LIST", "NO"),
+        ("EPICS_PVA_ADDR_LIST", "127.0.0.1"),
+        ("EPICS_PVA_INTF_ADDR_LIST", "127.0.0.1"),
+        ("EPICS_PVAS_INTF_ADDR_LIST", "127.0.0.1"),
+        ("EPICS_PVAS_AUTO_BEACON_ADDR_LIST", "NO"),
+        ("EPICS_PVAS_BEACON_ADDR_LIST", "127.0.0.1"),
+        ("PVXS_ENABLE_IPV6", "NO"),
+    ] {
+        cmd.env(k, v);
+    }
+}
+
+/// Raw loopback TCP: `frames` writes of `bytes` each, read into one reused buffer.
+fn raw_tcp(bytes: usize, frames: usize, label: &str) -> Result<Row, String> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let sender = std::thread::spawn(move || -> std::io::Result<()> {
+        let data = vec![0x5au8; bytes];
+        let mut s = TcpStream::connect(addr)?;
+        for _ in 0..frames {
+            s.write_all(&data)?;
+        }
+        Ok(())
+    });
+    let (mut conn, _) = listener.accept().map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; bytes];
+    let mut t0 = None;
+    for _ in 0..frames {
+        conn.read_exact(&mut buf).map_err(|e| e.to_string())?;
+        t0.get_or_insert_with(Instant::now);
+    }
+    let secs = t0.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    sender
+        .join()
+        .map_err(|_| "sender panicked".to_string())?
+        .map_err(|e| e.to_string())?;
+    Ok(Row {
+        path: "raw loopback TCP",
+        frame: label.into(),
+        frames: frames as u64 - 1,
+        lost: 0,
+        seconds: secs,
+        bytes: (bytes * (frames - 1)) as u64,
+    })
+}
+
+fn frame_value(
+    pixels: &SharedBytes,
+    w: usize,
+    h: usize,
+    uid: i32,
+) -> Result<ndflow_pva::Value, String> {
+    let value = NumArray::from_shared(
+        ndflow_pva::ScalarType::U16,
+        ByteOrder::NATIVE,
+        pixels.clone(),
+    )
+    .ok_or("bad pixel buffer")?;
+    let dim = |n: usize| Dimension {
+        size: n as i32,
+        offset: 0,
+        full_size: n as i32,
+        binning: 1,
+        reverse: false,
+    };
+    Ok(NtNdArray {
+        value: Some(value),
+        codec_name: String::new(),
+        codec_parameters: Some(6),
+        compressed_size: pixels.len() as i64,
+        uncompressed_size: pixels.len() as i64,
+        dimension: vec![dim(w), dim(h)],
+        unique_id: uid,
+        data_time_stamp: TimeStamp::default(),
+        attribute: Vec::new(),
+        alarm: (0, 0, String::new()),
+        time_stamp: TimeStamp::default(),
+    }
+    .to_value())
+}
+
+fn pixels(w: usize, h: usize) -> SharedBytes {
+    let v: Vec<u8> = (0..w * h)
+        .flat_map(|i| ((i % 65521) as u16).to_ne_bytes())
+        .collect();
+    SharedBytes::from(v)
+}
+
+/// An ndflow server with one lossless NTNDArray PV; returns (server, pv, udp port).
+fn ndflow_server(name: &str) -> Result<(Server, ndflow_pva::server::SharedPv, u16), String> {
+    let dir = Arc::new(PvDirectory::default());
+    let pv = PvaPlugin::new_pv();
+    pv.set_lossless(true);
+    dir.add(name.to_string(), pv.clone())?;
+    let server =
+        Server::start(ServerConfig::loopback_ephemeral(), dir).map_err(|e| e.to_string())?;
+    let udp = server.udp_addr().port();
+    Ok((server, pv, udp))
+}
+
+/// Posts `frames` frames once a subscriber is there (lossless: each post waits for room).
+fn post_frames(
+    pv: &ndflow_pva::server::SharedPv,
+    w: usize,
+    h: usize,
+    frames: usize,
+) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while pv.subscribers() == 0 {
+        if Instant::now() > deadline {
+            return Err("no subscriber within 20 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let px = pixels(w, h);
+    let all = BitSet::from_bits(&[0]);
+    for uid in 1..=frames as i32 {
+        let v = frame_value(&px, w, h, uid)?;
+        pv.post_deadline(v, &all, Instant::now() + Duration::from_secs(20))
+            .map_err(|e| format!("post of frame {uid}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn ndflow_to_ndflow(w: usize, h: usize, frames: usize, label: &str) -> Result<Row, String> {
+    let name = "BENCH:ndflow:Image";
+    let (server, pv, _) = ndflow_server(name)?;
+    let mut cfg = ClientConfig::from_env().map_err(|e| e.to_string())?;
+    cfg.addr_list = Vec::new();
+    cfg.auto_addr_list = false;
+    cfg.name_servers = vec![server.tcp_addr()];
+    let client = Client::new(cfg).map_err(|e| e.to_string())?;
+    let mon = client
+        .monitor(
+            name,
+            MonitorOptions {
+                request: String::new(),
+                queue_size: 4,
+                pipeline: true,
+                ack_any: None,
+            },
+        )
+        .map_err(|e| e.to_string())?;
+    let poster = {
+        let pv = pv.clone();
+        std::thread::spawn(move || post_frames(&pv, w, h, frames))
+    };
+    let (mut got, mut bytes, mut lost, mut last) = (0u64, 0u64, 0u64, 0i64);
+    let mut t0 = None;
+    while got < frames as u64 {
+        match mon.recv(Duration::from_secs(20)) {
+            Ok(MonitorEvent::Data { value, .. }) => {
+                let desc = ndflow_pva::nt::ntndarray::ntndarray_desc();
+                let nt = NtNdArray::from_value(desc, &value).map_err(|e| e.to_string())?;
+                let uid = i64::from(nt.unique_id);
+                lost += (uid - last - 1).max(0) as u64;
+                last = uid;
+                got += 1;
+                if t0.is_none() {
+                    t0 = Some(Instant::now());
+                } else {
+                    bytes += nt.value.map_or(0, |a| a.bytes().len() as u64);
+                }
+            }
+            Ok(_) => {}
+            Err(e) => return Err(format!("ndflow client: {e} after {got} frames")),
+        }
+    }
+    let secs = t0.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    poster.join().map_err(|_| "poster panicked")??;
+    drop(mon);
+    server.stop();
+    Ok(Row {
+        path: "ndflow -> ndflow (lossless)",
+        frame: label.into(),
+        frames: got - 1,
+        lost,
+        seconds: secs,
+        bytes,
+    })
+}
+
+fn spawn_python(python: &Path, args: &[String], env: &[(String, String)]) -> Result<Child, String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/bench/pva_ref.py");
+    let mut cmd = Command::new(python);
+    cmd.arg(script).args(args);
+    loopback_env(&mut cmd);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", python.display()))
+}
+
+fn read_json_line(child: &mut Child) -> Result<Json, String> {
+    let out = child.stdout.as_mut().ok_or("no stdout")?;
+    let mut line = String::new();
+    BufReader::new(out)
+        .read_line(&mut line)
+        .map_err(|e| e.to_string())?;
+    serde_json::from_str(&line).map_err(|e| format!("bad reply from pva_ref.py: {e}: {line:?}"))
+}
+
+fn client_row(path: &'static str, label: &str, j: &Json) -> Row {
+    let frames = j["frames"].as_u64().unwrap_or(0);
+    let bytes = j["bytes"].as_u64().unwrap_or(0);
+    Row {
+        path,
+        frame: label.into(),
+        frames: frames.saturating_sub(1),
+        lost: j["lost"].as_u64().unwrap_or(0),
+        seconds: j["seconds"].as_f64().unwrap_or(0.0),
+        bytes: bytes
+            .checked_div(frames)
+            .map_or(0, |per| per * (frames - 1)),
+    }
+}
+
+fn ndflow_to_p4p(
+    w: usize,
+    h: usize,
+    frames: usize,
+    label: &str,
+    python: &Path,
+) -> Result<Row, String> {
+    let name = "BENCH:ndflow:Image";
+    let (server, pv, udp) = ndflow_server(name)?;
+    let env = vec![
+        ("EPICS_PVA_BROADCAST_PORT".to_string(), udp.to_string()),
+        (
+            "EPICS_PVA_SERVER_PORT".to_string(),
+            server.tcp_addr().port().to_string(),
+        ),
+    ];
+    let mut child = spawn_python(
+        python,
+        &[
+            "client".into(),
+            name.into(),
+            frames.to_string(),
+            "30".into(),
+        ],
+        &env,
+    )?;
+    let posted = post_frames(&pv, w, h, frames);
+    let j = read_json_line(&mut child);
+    let _ = child.wait();
+    server.stop();
+    posted?;
+    Ok(client_row("ndflow -> p4p (lossless)", label, &j?))
+}
+
+fn p4p_to_p4p(
+    w: usize,
+    h: usize,
+    frames: usize,
+    label: &str,
+    python: &Path,
+) -> Result<Row, String> {
+    let name = "BENCH:p4p:Image";
+    let mut server = spawn_python(
+        python,
+        &[
+            "server".into(),
+            name.into(),
+            h.to_string(),
+            w.to_string(),
+            frames.to_string(),
+        ],
+        &[],
+    )?;
+    let conf = read_json_line(&mut server)?;
+    let env: Vec<(String, String)> = conf
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| {
+                    v.as_str()
+                        .filter(|s| !s.is_empty())
+                        .map(|s| (k.clone(), s.to_string()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut client = spawn_python(
+        python,
+        &[
+            "client".into(),
+            name.into(),
+            frames.to_string(),
+            "30".into(),
+        ],
+        &env,
+    )?;
+    // Let the client connect and subscribe before the first frame.
+    std::thread::sleep(Duration::from_millis(1500));
+    if let Some(stdin) = server.stdin.as_mut() {
+        let _ = stdin.write_all(b"go\n");
+    }
+    let j = read_json_line(&mut client);
+    let _ = client.wait();
+    drop(server.stdin.take());
+    let _ = server.wait();
+    Ok(client_row("p4p -> p4p (pvxs reference)", label, &j?))
+}
+
+pub fn run(opts: &PvaBenchOptions) -> Result<String, String> {
+    let mut rows = Vec::new();
+    for &(w, h, frames) in &opts.sizes {
+        let label = format!("{w}x{h} UInt16");
+        let bytes = w * h * 2;
+        eprintln!("{label}: raw TCP ...");
+        rows.push(raw_tcp(bytes, frames, &label)?);
+        eprintln!("{label}: ndflow -> ndflow ...");
+        rows.push(ndflow_to_ndflow(w, h, frames, &label)?);
+        eprintln!("{label}: ndflow -> p4p ...");
+        match ndflow_to_p4p(w, h, frames, &label, &opts.python) {
+            Ok(r) => rows.push(r),
+            Err(e) => eprintln!("  skipped: {e}"),
+        }
+        eprintln!("{label}: p4p -> p4p ...");
+        match p4p_to_p4p(w, h, frames, &label, &opts.python) {
+            Ok(r) => rows.push(r),
+            Err(e) => eprintln!("  skipped: {e}"),
+        }
+    }
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{:<30} {:<18} {:>7} {:>6} {:>8} {:>9} {:>9}\n",
+        "path", "frame", "frames", "lost", "GB/s", "frames/s", "vs TCP"
+    ));
+    let mut json_rows = Vec::new();
+    for r in &rows {
+        let tcp = rows
+            .iter()
+            .find(|t| t.frame == r.frame && t.path == "raw loopback TCP")
+            .map_or(0.0, Row::gbps);
+        let ratio = if tcp > 0.0 { r.gbps() / tcp } else { 0.0 };
+        out.push_str(&format!(
+            "{:<30} {:<18} {:>7} {:>6} {:>8.2} {:>9.1} {:>8.2}x\n",
+            r.path,
+            r.frame,
+            r.frames,
+            r.lost,
+            r.gbps(),
+            r.fps(),
+            ratio
+        ));
+        json_rows.push(json!({
+            "path": r.path, "frame": r.frame, "frames": r.frames, "lost": r.lost,
+            "seconds": r.seconds, "gbps": r.gbps(), "fps": r.fps(), "vs_tcp": ratio,
+        }));
+    }
+    if let Some(p) = &opts.json {
+        let text = serde_json::to_string_pretty(&json_rows).map_err(|e| e.to_string())?;
+        std::fs::write(p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    }
+    Ok(out)
+}

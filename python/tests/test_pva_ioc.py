@@ -1,0 +1,313 @@
+"""The IOC over pvAccess with the real clients: every parameter is a PV (p4p get/put/monitor,
+enums, refused puts), the `pva` port publishes NTNDArray frames whose pixels equal the same
+frame read through StdArrays' ArrayData, for all 10 types, RGB1/2/3 and compressed frames
+(decoded with the python codec packages); pvapy (pvAccessCPP) sees the same frames.
+
+Loopback only: the IOC and the clients get ../shared/loopback.env with per-test free ports.
+"""
+
+import io
+import os
+import pathlib
+import queue
+import socket
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from p4p.client.thread import Context
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+P = "T13:"
+
+DTYPES = {
+    "Int8": np.int8,
+    "UInt8": np.uint8,
+    "Int16": np.int16,
+    "UInt16": np.uint16,
+    "Int32": np.int32,
+    "UInt32": np.uint32,
+    "Int64": np.int64,
+    "UInt64": np.uint64,
+    "Float32": np.float32,
+    "Float64": np.float64,
+}
+
+
+def loopback_env():
+    env = dict(os.environ)
+    for line in (ROOT.parent / "shared" / "loopback.env").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            k, v = line.split("=", 1)
+            env[k] = v
+    return env
+
+
+def free_port(kind=socket.SOCK_STREAM):
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+CONFIG = """
+prefix = "{P}"
+
+[[port]]
+name = "SIM1"
+type = "sim"
+prefix = "cam1:"
+MaxSizeX = 40
+MaxSizeY = 24
+DataType = "UInt16"
+ImageMode = "Single"
+AcquireTime = 0.0
+AcquirePeriod = 0.0
+
+[[port]]
+name = "PVA1"
+type = "pva"
+prefix = "Pva1:"
+NDArrayPort = "SIM1"
+BlockingCallbacks = "Yes"
+
+[[port]]
+name = "IMAGE1"
+type = "stdarrays"
+prefix = "image1:"
+NDArrayPort = "SIM1"
+BlockingCallbacks = "Yes"
+
+[[port]]
+name = "CODEC1"
+type = "codec"
+prefix = "Codec1:"
+NDArrayPort = "SIM1"
+BlockingCallbacks = "Yes"
+Compressor = "LZ4"
+
+[[port]]
+name = "PVA2"
+type = "pva"
+prefix = "Pva2:"
+NDArrayPort = "CODEC1"
+BlockingCallbacks = "Yes"
+"""
+
+
+@pytest.fixture(scope="module")
+def ioc(ndflow_bin, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pva_ioc")
+    cfg = tmp / "ioc.toml"
+    cfg.write_text(CONFIG.replace("{P}", P))
+    tcp, udp = free_port(), free_port(socket.SOCK_DGRAM)
+    env = loopback_env()
+    env.update(
+        EPICS_PVAS_SERVER_PORT=str(tcp),
+        EPICS_PVA_SERVER_PORT=str(tcp),
+        EPICS_PVAS_BROADCAST_PORT=str(udp),
+        EPICS_PVA_BROADCAST_PORT=str(udp),
+    )
+    log = open(tmp / "ioc.log", "w+")
+    proc = subprocess.Popen([str(ndflow_bin), "run", str(cfg), "--quiet"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    conf = {
+        "EPICS_PVA_ADDR_LIST": "127.0.0.1",
+        "EPICS_PVA_AUTO_ADDR_LIST": "NO",
+        "EPICS_PVA_BROADCAST_PORT": str(udp),
+        "EPICS_PVA_SERVER_PORT": str(tcp),
+        "EPICS_PVA_INTF_ADDR_LIST": "127.0.0.1",
+    }
+    ctx = Context("pva", conf=conf, useenv=False)
+    # The same server seen without p4p's NT unwrapping (codec fields, uniqueId, type id).
+    ctx.raw = Context("pva", conf=conf, useenv=False, nt=False)
+    try:
+        deadline = time.time() + 20
+        while True:
+            try:
+                ctx.get(P + "cam1:Model_RBV", timeout=1.0)
+                break
+            except Exception:
+                if proc.poll() is not None or time.time() > deadline:
+                    log.seek(0)
+                    pytest.fail("IOC did not serve PVs:\n" + log.read())
+        yield ctx, env, conf
+    finally:
+        ctx.raw.close()
+        ctx.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def acquire_one(ctx):
+    """Acquire one frame (ImageMode Single) and wait until the IOC is idle again."""
+    before = ctx.get(P + "image1:ArrayCounter_RBV")
+    ctx.put(P + "cam1:Acquire", 1)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        if ctx.get(P + "cam1:Acquire_RBV").raw.value.index == 0 and ctx.get(P + "image1:ArrayCounter_RBV") > before:
+            return
+        time.sleep(0.02)
+    pytest.fail("acquisition did not complete")
+
+
+def test_scalar_get_put_and_readback(ioc):
+    ctx, _, _ = ioc
+    assert ctx.get(P + "cam1:MaxSizeX_RBV") == 40
+    ctx.put(P + "cam1:AcquirePeriod", 0.25)
+    time.sleep(0.1)
+    assert ctx.get(P + "cam1:AcquirePeriod_RBV") == pytest.approx(0.25)
+    ctx.put(P + "cam1:AcquirePeriod", 0.0)
+    assert ctx.get(P + "Pva1:PluginType_RBV") == "NDPluginPva"
+    assert ctx.get(P + "Pva1:PvName_RBV") == P + "Pva1:Image"
+
+
+def test_enum_by_index_and_by_choice(ioc):
+    ctx, _, _ = ioc
+    v = ctx.get(P + "cam1:ImageMode")
+    assert list(v.raw.value.choices) == ["Single", "Multiple", "Continuous"]
+    ctx.put(P + "cam1:ImageMode", 1)
+    time.sleep(0.05)
+    assert ctx.get(P + "cam1:ImageMode_RBV").raw.value.index == 1
+    ctx.put(P + "cam1:ImageMode", {"value.index": 2})
+    time.sleep(0.05)
+    assert ctx.get(P + "cam1:ImageMode_RBV").raw.value.index == 2
+    ctx.put(P + "cam1:ImageMode", 0)
+
+
+def test_refused_puts_report_the_reason(ioc):
+    ctx, _, _ = ioc
+    with pytest.raises(Exception, match="(?i)range|SizeX"):
+        ctx.put(P + "cam1:SizeX", -5)
+    with pytest.raises(Exception):
+        ctx.put(P + "cam1:ArrayCounter_RBV", 3)  # readbacks are read-only
+    assert ctx.get(P + "cam1:SizeX_RBV") == 40  # nothing changed
+
+
+def test_monitor_posts_changes(ioc):
+    ctx, _, _ = ioc
+    q = queue.Queue()
+    sub = ctx.monitor(P + "cam1:NumImages_RBV", q.put)
+    try:
+        first = q.get(timeout=5)
+        ctx.put(P + "cam1:NumImages", int(first) + 7)
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            v = q.get(timeout=5)
+            if v == int(first) + 7:
+                break
+        else:
+            pytest.fail("no monitor update")
+    finally:
+        sub.close()
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_ntndarray_pixels_every_type(ioc, dtype):
+    ctx, _, _ = ioc
+    ctx.put(P + "cam1:DataType", dtype)
+    ctx.put(P + "cam1:ColorMode", "Mono")
+    acquire_one(ctx)
+    img = ctx.get(P + "Pva1:Image")
+    ref = ctx.get(P + "image1:ArrayData")
+    assert img.dtype == DTYPES[dtype]
+    assert img.shape == (24, 40)
+    assert np.array_equal(img.flatten(), np.asarray(ref).view(DTYPES[dtype])[: img.size])
+    raw = ctx.raw.get(P + "Pva1:Image")
+    assert raw.getID() == "epics:nt/NTNDArray:1.0"
+    assert raw["uniqueId"] == ctx.get(P + "cam1:ArrayCounter_RBV")
+    assert img.attrib["ColorMode"] == 0
+
+
+@pytest.mark.parametrize("mode,shape", [("RGB1", (24, 40, 3)), ("RGB2", (24, 3, 40)), ("RGB3", (3, 24, 40))])
+def test_ntndarray_rgb(ioc, mode, shape):
+    ctx, _, _ = ioc
+    ctx.put(P + "cam1:DataType", "UInt8")
+    ctx.put(P + "cam1:ColorMode", mode)
+    acquire_one(ctx)
+    img = ctx.get(P + "Pva1:Image")
+    ref = np.asarray(ctx.get(P + "image1:ArrayData")).view(np.uint8)
+    assert img.shape == shape
+    assert np.array_equal(img.flatten(), ref[: img.size])
+    ctx.put(P + "cam1:ColorMode", "Mono")
+
+
+@pytest.mark.parametrize("compressor", ["LZ4", "BSLZ4", "Blosc", "JPEG"])
+def test_compressed_frames_decode(ioc, compressor):
+    import bitshuffle
+    import blosc
+    import lz4.block
+    from PIL import Image
+
+    ctx, _, _ = ioc
+    dtype = "UInt8" if compressor == "JPEG" else "UInt16"
+    ctx.put(P + "cam1:DataType", dtype)
+    ctx.put(P + "cam1:ColorMode", "Mono")
+    ctx.put(P + "Codec1:Compressor", compressor)
+    if compressor == "JPEG":
+        ctx.put(P + "Codec1:JPEGQuality", 100)
+    acquire_one(ctx)
+    time.sleep(0.1)
+    raw = ctx.raw.get(P + "Pva2:Image")
+    ref = np.asarray(ctx.get(P + "image1:ArrayData")).view(DTYPES[dtype])[: 40 * 24]
+    data = np.asarray(raw["value"]).view(np.uint8).tobytes()
+    assert raw["compressedSize"] == len(data)
+    n = raw["uncompressedSize"]
+    assert n == ref.nbytes
+    name = raw["codec.name"]
+    assert name == {"LZ4": "lz4", "BSLZ4": "bslz4", "Blosc": "blosc", "JPEG": "jpeg"}[compressor]
+    elem = np.dtype(DTYPES[dtype])
+    if name == "lz4":
+        out = np.frombuffer(lz4.block.decompress(data, uncompressed_size=n), elem)
+    elif name == "bslz4":
+        out = bitshuffle.decompress_lz4(np.frombuffer(data, np.uint8), (n // elem.itemsize,), elem)
+    elif name == "blosc":
+        out = np.frombuffer(blosc.decompress(data), elem)
+    else:
+        out = np.asarray(Image.open(io.BytesIO(data))).flatten()
+    if name == "jpeg":
+        assert np.abs(out.astype(int) - ref.astype(int)).max() <= 8
+    else:
+        assert np.array_equal(out, ref)
+
+
+def test_pvapy_monitor_sees_frames(ioc):
+    pvaccess = pytest.importorskip("pvaccess")
+    ctx, env, conf = ioc
+    ctx.put(P + "cam1:DataType", "UInt16")
+    ctx.put(P + "cam1:ColorMode", "Mono")
+    # pvapy reads its configuration from the process environment.
+    saved = {k: os.environ.get(k) for k in conf}
+    os.environ.update(conf)
+    try:
+        ch = pvaccess.Channel(P + "Pva1:Image")
+        got = queue.Queue()
+        ch.subscribe("t", lambda v: got.put(v))
+        ch.startMonitor("field()")
+        try:
+            time.sleep(0.5)
+            acquire_one(ctx)
+            ref = np.asarray(ctx.get(P + "image1:ArrayData")).view(np.uint16)[: 40 * 24]
+            deadline = time.time() + 10
+            while time.time() < deadline:
+                v = got.get(timeout=10)
+                if v["uniqueId"] == ctx.get(P + "cam1:ArrayCounter_RBV"):
+                    arr = np.asarray(v["value"][0]["ushortValue"])
+                    assert np.array_equal(arr, ref)
+                    break
+            else:
+                pytest.fail("pvapy saw no frame")
+        finally:
+            ch.stopMonitor()
+            ch.unsubscribe("t")
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
