@@ -34,6 +34,9 @@ pub const PVA_DRIVER_PARAMS: &[ParamDef] = &[
     ParamDef::int64("InvalidFrames", 0)
         .read_only()
         .doc("Updates that were not a usable NTNDArray (dropped; StatusMessage says why)"),
+    ParamDef::yes_no("DropInitialValue", 1).doc(
+        "Skip the first update of each subscription: the PV's current value, made before Acquire",
+    ),
     ParamDef::yes_no("Lossless", 0)
         .doc("Pipelined monitor: a lossless publisher waits for this driver"),
     ParamDef::int32("MonitorQueueSize", 16)
@@ -50,6 +53,8 @@ pub struct PvaDriver {
     monitor: Option<Monitor>,
     desc: Option<FieldDesc>,
     last_uid: Option<i32>,
+    /// The next update is the subscription's initial snapshot.
+    initial_pending: bool,
     overruns: i64,
     lost: i64,
     invalid: i64,
@@ -62,6 +67,15 @@ impl PvaDriver {
 
     fn set(params: &ParamStore, name: &str, v: impl Into<ParamValue>) {
         let _ = params.set_by_name(name, v);
+    }
+
+    fn flag(params: &ParamStore, name: &str) -> bool {
+        params
+            .get_by_name(name)
+            .ok()
+            .and_then(|v| v.as_i64())
+            .unwrap_or(0)
+            != 0
     }
 
     fn counters(&self, params: &ParamStore) {
@@ -112,12 +126,7 @@ impl Driver for PvaDriver {
             self.client = Some(Client::new(cfg).map_err(other)?);
         }
         let client = self.client.as_ref().ok_or_else(|| other("no client"))?;
-        let lossless = params
-            .get_by_name("Lossless")
-            .ok()
-            .and_then(|v| v.as_i64())
-            .unwrap_or(0)
-            != 0;
+        let lossless = Self::flag(params, "Lossless");
         let queue = params
             .get_by_name("MonitorQueueSize")
             .ok()
@@ -132,6 +141,7 @@ impl Driver for PvaDriver {
         };
         self.monitor = Some(client.monitor(&name, opts).map_err(other)?);
         self.last_uid = None;
+        self.initial_pending = true;
         Ok(())
     }
 
@@ -147,10 +157,17 @@ impl Driver for PvaDriver {
         match monitor.recv(POLL) {
             Ok(MonitorEvent::Connected(desc)) => {
                 self.desc = Some((*desc).clone());
+                // Every (re)subscription starts with a snapshot of the current value.
+                self.initial_pending = true;
                 Self::set(params, "PvConnection", 1);
                 Err(DriverError::NoFrame)
             }
             Ok(MonitorEvent::Data { value, overrun, .. }) => {
+                if std::mem::take(&mut self.initial_pending)
+                    && Self::flag(params, "DropInitialValue")
+                {
+                    return Err(DriverError::NoFrame);
+                }
                 if !overrun.is_empty() {
                     self.overruns += 1;
                 }
