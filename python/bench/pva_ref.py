@@ -43,12 +43,14 @@ def client(pv, frames, timeout):
                 break
             if isinstance(v, Exception):
                 continue
+            arr = v["value"]
+            if arr is None:  # the PV's initial value before the first frame
+                continue
             now = time.perf_counter()
             uid = v["uniqueId"]
             if last_id is not None and uid > last_id + 1:
                 lost += uid - last_id - 1
             last_id = uid
-            arr = v["value"]
             nbytes += arr.nbytes
             got += 1
             if t_first is None:

@@ -311,3 +311,60 @@ def test_pvapy_monitor_sees_frames(ioc):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+SLOW_SUBSCRIBER = """
+import sys, time
+from p4p.client.thread import Context
+conf = dict(a.split("=", 1) for a in sys.argv[2:])
+ctx = Context("pva", conf=conf, useenv=False, nt=False)
+def slow(v):
+    print("update", flush=True)
+    time.sleep(0.05)
+ctx.monitor(sys.argv[1], slow, request="record[pipeline=true,queueSize=4]")
+time.sleep(120)
+"""
+
+
+def test_lossless_subscriber_killed_mid_stream_does_not_stall(ioc, tmp_path):
+    """A pipelined subscriber back-pressures a Lossless publisher; killing it mid-stream must
+    release the pipeline at once (not after LosslessTimeout) and lose nothing else."""
+    import sys
+
+    ctx, env, conf = ioc
+    ctx.put(P + "cam1:DataType", "UInt16")
+    ctx.put(P + "cam1:ColorMode", "Mono")
+    ctx.put(P + "Pva1:Lossless", 1)
+    ctx.put(P + "Pva1:LosslessTimeout", 30.0)
+    errors0 = ctx.get(P + "Pva1:DroppedErrors_RBV")
+    done0 = ctx.get(P + "Pva1:ArraysProcessed_RBV")
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW_SUBSCRIBER)
+    sub = subprocess.Popen(
+        [sys.executable, str(script), P + "Pva1:Image"] + [f"{k}={v}" for k, v in conf.items()],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert sub.stdout.readline().startswith("update")  # subscribed (initial value)
+        ctx.put(P + "cam1:ImageMode", "Multiple")
+        ctx.put(P + "cam1:NumImages", 300)
+        ctx.put(P + "cam1:Acquire", 1)
+        time.sleep(1.0)
+        # Held back by the slow subscriber: far from done after a second.
+        assert ctx.get(P + "Pva1:ArraysProcessed_RBV") - done0 < 200
+        sub.kill()
+        sub.wait(timeout=10)
+        t0 = time.time()
+        while ctx.get(P + "cam1:Acquire_RBV").raw.value.index != 0:
+            assert time.time() - t0 < 20, "pipeline stalled after the subscriber died"
+            time.sleep(0.05)
+        assert time.time() - t0 < 10  # released at once, not after LosslessTimeout (30 s)
+        time.sleep(0.3)
+        assert ctx.get(P + "Pva1:ArraysProcessed_RBV") - done0 == 300
+        assert ctx.get(P + "Pva1:DroppedErrors_RBV") == errors0
+    finally:
+        if sub.poll() is None:
+            sub.kill()
+        ctx.put(P + "Pva1:Lossless", 0)
+        ctx.put(P + "cam1:ImageMode", "Single")
