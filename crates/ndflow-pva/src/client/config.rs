@@ -33,7 +33,10 @@ pub enum ConfigError {
 pub enum AuthMethod {
     Anonymous,
     /// "ca": user and host name as pvxs sends them (servers apply access rights with them).
-    Ca { user: String, host: String },
+    Ca {
+        user: String,
+        host: String,
+    },
 }
 
 impl AuthMethod {
@@ -120,7 +123,11 @@ impl ClientConfig {
     /// As [`Self::from_env`] with an explicit variable lookup (tests, embedded configs).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let mut cfg = ClientConfig::default();
-        let var = |k: &str| get(k).map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
+        let var = |k: &str| {
+            get(k)
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+        };
         if let Some(p) = var("EPICS_PVA_BROADCAST_PORT") {
             cfg.broadcast_port = parse_port("EPICS_PVA_BROADCAST_PORT", &p)?;
         }
@@ -243,7 +250,10 @@ fn parse_addr(var: &'static str, e: &str, default_port: u16) -> Result<SocketAdd
             return Ok(SocketAddr::new(ip, parse_port(var, port)?));
         }
         if host == "localhost" {
-            return Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, parse_port(var, port)?)));
+            return Ok(SocketAddr::from((
+                Ipv4Addr::LOCALHOST,
+                parse_port(var, port)?,
+            )));
         }
     }
     if e == "localhost" {

@@ -176,12 +176,8 @@ impl Connection {
                 None => {
                     let cid = self.next_id();
                     let (tx, rx) = oneshot::channel();
-                    st.chans.insert(
-                        name.to_owned(),
-                        Chan::Pending {
-                            waiters: vec![tx],
-                        },
-                    );
+                    st.chans
+                        .insert(name.to_owned(), Chan::Pending { waiters: vec![tx] });
                     st.cid_names.insert(cid, name.to_owned());
                     drop(st);
                     self.send(cmd::CREATE_CHANNEL, |w| {
@@ -191,11 +187,22 @@ impl Connection {
                 }
             }
         };
-        match timeout_at(deadline, rx).await {
+        // Bound first: the receiver must be dropped before the timeout arm looks at waiters.
+        let res = timeout_at(deadline, rx).await;
+        match res {
             Ok(Ok(r)) => r,
             Ok(Err(_)) => Err(ClientError::Disconnected),
             Err(_) => {
-                // Leave the pending entry: the reply may still come and other waiters share it.
+                // Forget the request once nobody waits for it, so a later attempt sends a new
+                // CREATE_CHANNEL instead of joining one the server never answered.
+                let mut st = self.lock();
+                if let Some(Chan::Pending { waiters }) = st.chans.get_mut(name) {
+                    waiters.retain(|w| !w.is_closed());
+                    if waiters.is_empty() {
+                        st.chans.remove(name);
+                        st.cid_names.retain(|_, n| n != name);
+                    }
+                }
                 Err(ClientError::Timeout(format!("creating channel {name}")))
             }
         }
@@ -291,8 +298,7 @@ impl Connection {
                     m.header.payload_size,
                 ));
             }
-            // SET_BYTE_ORDER after validation and anything else: nothing to do.
-            let _ = CTRL_SET_BYTE_ORDER;
+            // A later SET_BYTE_ORDER changes nothing: every header carries its own order.
             return Ok(());
         }
         if !m.header.is_from_server() {
@@ -317,7 +323,10 @@ impl Connection {
                     return Ok(());
                 };
                 if op.decoder.kind.command() != m.command() {
-                    return Err(format!("reply command 0x{:02x} for another op", m.command()));
+                    return Err(format!(
+                        "reply command 0x{:02x} for another op",
+                        m.command()
+                    ));
                 }
                 match op.decoder.handle(p, order, cache) {
                     Ok(ev) => {
@@ -349,6 +358,14 @@ impl Connection {
     fn on_channel_created(&self, r: proto::CreateChannelResponse) {
         let mut st = self.lock();
         let Some(name) = st.cid_names.get(&r.cid).cloned() else {
+            // A reply nobody waits for any more: do not leave the channel open on the server.
+            drop(st);
+            if r.status.is_success() {
+                let _ = self.send(cmd::DESTROY_CHANNEL, |w| {
+                    proto::encode_destroy_channel(w, r.sid, r.cid);
+                    Ok(())
+                });
+            }
             return;
         };
         let Some(Chan::Pending { waiters, .. }) = st.chans.remove(&name) else {

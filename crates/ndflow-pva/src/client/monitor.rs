@@ -117,6 +117,14 @@ struct Queue {
     ended: bool,
 }
 
+enum Pop {
+    Event(MonitorEvent),
+    /// Finished or failed, and every event taken.
+    Ended,
+    /// Nothing before the deadline.
+    Empty,
+}
+
 pub(crate) struct Shared {
     q: Mutex<Queue>,
     cv: Condvar,
@@ -214,19 +222,19 @@ impl Shared {
     }
 
     /// Take the next event; acknowledges consumed updates to the server in `ack_any` batches.
-    fn pop(&self, deadline: Option<std::time::Instant>) -> Option<Result<MonitorEvent, bool>> {
+    fn pop(&self, deadline: Option<std::time::Instant>) -> Pop {
         let mut q = self.lock();
         loop {
             if let Some(item) = q.items.pop_front() {
                 if matches!(item.ev, MonitorEvent::Data { .. }) {
-                    q.data_items -= 1;
+                    q.data_items = q.data_items.saturating_sub(1);
                     q.stats.consumed += 1;
                     self.ack(&mut q, item.gen, item.n);
                 }
-                return Some(Ok(item.ev));
+                return Pop::Event(item.ev);
             }
             if q.ended {
-                return Some(Err(true));
+                return Pop::Ended;
             }
             let now = std::time::Instant::now();
             match deadline {
@@ -237,7 +245,7 @@ impl Shared {
                         .map(|(g, _)| g)
                         .unwrap_or_else(|e| e.into_inner().0);
                 }
-                _ => return None,
+                _ => return Pop::Empty,
             }
         }
     }
@@ -300,16 +308,14 @@ impl Monitor {
         let (fields, mut options) =
             request::parse_str(&opts.request).map_err(ClientError::Request)?;
         options.retain(|(k, _)| k != "queueSize" && k != "pipeline");
+        // ackAny may also come in the request string, as pvxs reads it.
+        let user = request::PvRequest {
+            fields: Vec::new(),
+            options: options.clone(),
+        };
         let ack_any = opts
             .ack_any
-            .or_else(|| {
-                let (_, o) = request::parse_str(&opts.request).ok()?;
-                let req = request::PvRequest {
-                    fields: Vec::new(),
-                    options: o,
-                };
-                req.option("ackAny").map(|_| req.ack_any(queue_size))
-            })
+            .or_else(|| user.option("ackAny").map(|_| user.ack_any(queue_size)))
             .unwrap_or((queue_size / 2).max(1))
             .clamp(1, queue_size);
         let q = queue_size.to_string();
@@ -362,12 +368,12 @@ impl Monitor {
     pub fn recv(&self, timeout: Duration) -> Result<MonitorEvent, ClientError> {
         let deadline = std::time::Instant::now().checked_add(timeout);
         match self.shared.pop(deadline) {
-            Some(Ok(ev)) => Ok(ev),
-            Some(Err(_)) => Err(ClientError::Closed(format!(
+            Pop::Event(ev) => Ok(ev),
+            Pop::Ended => Err(ClientError::Closed(format!(
                 "monitor of {} has ended",
                 self.name
             ))),
-            None => Err(ClientError::Timeout(format!(
+            Pop::Empty => Err(ClientError::Timeout(format!(
                 "waiting {timeout:?} for an update of {}",
                 self.name
             ))),
@@ -377,8 +383,8 @@ impl Monitor {
     /// The next event if one is queued.
     pub fn try_recv(&self) -> Option<MonitorEvent> {
         match self.shared.pop(None) {
-            Some(Ok(ev)) => Some(ev),
-            _ => None,
+            Pop::Event(ev) => Some(ev),
+            Pop::Ended | Pop::Empty => None,
         }
     }
 
@@ -519,9 +525,7 @@ impl Task {
                     return Outcome::End;
                 }
                 Some(OpMsg::Event(_)) => {}
-                Some(OpMsg::Failed(_)) | Some(OpMsg::Disconnected) | None => {
-                    return Outcome::Lost
-                }
+                Some(OpMsg::Failed(_)) | Some(OpMsg::Disconnected) | None => return Outcome::Lost,
             }
         }
     }

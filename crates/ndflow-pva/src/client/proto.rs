@@ -6,8 +6,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use crate::wire::{
-    BitSet, ByteOrder, DecodeError, EncodeError, FieldDesc, Reader, SharedBytes, Status,
-    TypeCache, Value, Writer,
+    BitSet, ByteOrder, DecodeError, EncodeError, FieldDesc, Reader, SharedBytes, Status, TypeCache,
+    Value, Writer,
 };
 
 use super::config::AuthMethod;
@@ -101,8 +101,11 @@ pub fn encode_validation_reply(w: &mut Writer, auth: &AuthMethod) -> Result<(), 
                 ],
             );
             desc.encode(w)?;
-            Value::Structure(vec![Value::String(user.clone()), Value::String(host.clone())])
-                .encode(&desc, w)?;
+            Value::Structure(vec![
+                Value::String(user.clone()),
+                Value::String(host.clone()),
+            ])
+            .encode(&desc, w)?;
         }
     }
     Ok(())
@@ -201,11 +204,11 @@ pub fn split_datagram(buf: &[u8]) -> Vec<(crate::wire::Header, &[u8])> {
         let Ok(h) = crate::wire::Header::decode(rest) else {
             break;
         };
-        let len = h.payload_len();
-        let Some(payload) = rest.get(HEADER_LEN..HEADER_LEN + len) else {
+        let end = HEADER_LEN.saturating_add(h.payload_len());
+        let (Some(payload), Some(tail)) = (rest.get(HEADER_LEN..end), rest.get(end..)) else {
             break;
         };
-        rest = &rest[HEADER_LEN + len..];
+        rest = tail;
         if !h.is_control() && h.segment() == crate::wire::Segment::None {
             out.push((h, payload));
         }
@@ -303,7 +306,12 @@ pub fn encode_sid_ioid(w: &mut Writer, sid: u32, ioid: u32) {
     w.u32(ioid);
 }
 
-pub fn encode_get_field(w: &mut Writer, sid: u32, ioid: u32, sub_field: &str) -> Result<(), EncodeError> {
+pub fn encode_get_field(
+    w: &mut Writer,
+    sid: u32,
+    ioid: u32,
+    sub_field: &str,
+) -> Result<(), EncodeError> {
     w.u32(sid);
     w.u32(ioid);
     w.string(sub_field)
@@ -427,7 +435,11 @@ impl OpDecoder {
         match self.kind {
             OpKind::Monitor if subcmd & sub::DESTROY != 0 => {
                 // Final message: Status, possibly followed by a last update we do not need.
-                let status = if r.is_empty() { Status::ok() } else { r.status()? };
+                let status = if r.is_empty() {
+                    Status::ok()
+                } else {
+                    r.status()?
+                };
                 Ok(OpEvent::Finished { status })
             }
             OpKind::Monitor => {

@@ -87,7 +87,13 @@ pub(crate) fn apply(
         .ok_or_else(|| format!("no field {path:?} in the channel's type"))?;
     if is_enum(fd) {
         let index = enum_index(desc, value, path, v)?;
-        return apply(desc, value, &format!("{path}.index"), &PutValue::Int(index), changed);
+        return apply(
+            desc,
+            value,
+            &format!("{path}.index"),
+            &PutValue::Int(index),
+            changed,
+        );
     }
     let new = convert(fd, v).map_err(|e| format!("{path}: {e}"))?;
     let slot = value
@@ -111,9 +117,9 @@ fn enum_index(desc: &FieldDesc, value: &Value, path: &str, v: &PutValue) -> Resu
             if let Some(i) = choices.iter().position(|c| c == s) {
                 return Ok(i as i64);
             }
-            s.trim().parse::<i64>().map_err(|_| {
-                format!("{path}: {s:?} is not one of the choices {choices:?}")
-            })
+            s.trim()
+                .parse::<i64>()
+                .map_err(|_| format!("{path}: {s:?} is not one of the choices {choices:?}"))
         }
         _ => Err(format!("{path}: an enum takes an index or a choice string")),
     }
@@ -242,7 +248,8 @@ fn numarray_elements(t: ScalarType, b: &[u8]) -> Result<Vec<Num>, String> {
         ScalarType::U8 => conv!(u8, |x: u8| Num::I(x.into())),
         ScalarType::U16 => conv!(u16, |x: u16| Num::I(x.into())),
         ScalarType::U32 => conv!(u32, |x: u32| Num::I(x.into())),
-        ScalarType::U64 => conv!(u64, |x: u64| i64::try_from(x).map_or(Num::F(x as f64), Num::I)),
+        ScalarType::U64 => conv!(u64, |x: u64| i64::try_from(x)
+            .map_or(Num::F(x as f64), Num::I)),
         ScalarType::F32 => conv!(f32, |x: f32| Num::F(x.into())),
         ScalarType::F64 => conv!(f64, Num::F),
         ScalarType::String => return Err("string arrays are not numeric".into()),
@@ -342,7 +349,14 @@ mod tests {
         let mut bits = BitSet::new();
         apply(&d, &mut v, "", &PutValue::Float(200.0), &mut bits).unwrap();
         apply(&d, &mut v, "e", &PutValue::Str("On".into()), &mut bits).unwrap();
-        apply(&d, &mut v, "arr", &PutValue::IntArray(vec![1, -2]), &mut bits).unwrap();
+        apply(
+            &d,
+            &mut v,
+            "arr",
+            &PutValue::IntArray(vec![1, -2]),
+            &mut bits,
+        )
+        .unwrap();
         apply(&d, &mut v, "s", &PutValue::Int(7), &mut bits).unwrap();
         assert_eq!(v.field(&d, "value"), Some(&Value::U8(200)));
         assert_eq!(v.field(&d, "e.index"), Some(&Value::I32(1)));

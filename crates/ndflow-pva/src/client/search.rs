@@ -91,7 +91,11 @@ impl Searcher {
     }
 
     /// Find the server (TCP address) that claims `name`.
-    pub(crate) async fn find(&self, name: &str, deadline: Instant) -> Result<SocketAddr, ClientError> {
+    pub(crate) async fn find(
+        &self,
+        name: &str,
+        deadline: Instant,
+    ) -> Result<SocketAddr, ClientError> {
         if self.dests.is_empty() && self.cfg.name_server_destinations().is_empty() {
             return Err(ClientError::Config(
                 "nowhere to search: EPICS_PVA_ADDR_LIST and EPICS_PVA_NAME_SERVERS are empty \
@@ -126,7 +130,9 @@ impl Searcher {
             }
         };
         self.wake.notify_one();
-        match timeout_at(deadline, rx).await {
+        // Bound first: the receiver must be dropped before the timeout arm looks at waiters.
+        let res = timeout_at(deadline, rx).await;
+        match res {
             Ok(Ok(addr)) => Ok(addr),
             _ => {
                 // Stop searching once nobody waits for this name any more.
@@ -138,7 +144,9 @@ impl Searcher {
                         st.by_name.remove(name);
                     }
                 }
-                Err(ClientError::Timeout(format!("searching for channel {name}")))
+                Err(ClientError::Timeout(format!(
+                    "searching for channel {name}"
+                )))
             }
         }
     }
