@@ -24,6 +24,44 @@ pub const DEFAULT_MAX_MESSAGE: usize = 1 << 30;
 /// Read buffer for headers and small messages; larger payloads bypass it.
 const READ_BUFFER: usize = 64 * 1024;
 
+/// Payloads at least this large are read into recycled buffers.
+const RECYCLE_MIN: usize = 256 * 1024;
+/// Idle payload buffers kept per reader, and their total size.
+const RECYCLE_KEEP: usize = 8;
+const RECYCLE_KEEP_BYTES: usize = 512 << 20;
+
+type FreeList = std::sync::Arc<parking_lot::Mutex<Vec<Vec<u8>>>>;
+
+/// A large payload buffer that goes back to its reader's free list when the last view of it
+/// (the message, the arrays decoded from it) is dropped. A fresh 32 MB `Vec` per frame costs a
+/// page fault per 4 KiB (the allocator maps and unmaps it each time): half the loopback
+/// bandwidth. Reusing mapped memory keeps receive at socket speed and stays zero-copy.
+struct Recycled {
+    buf: Vec<u8>,
+    home: std::sync::Weak<parking_lot::Mutex<Vec<Vec<u8>>>>,
+}
+
+impl AsRef<[u8]> for Recycled {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl Drop for Recycled {
+    fn drop(&mut self) {
+        let Some(home) = self.home.upgrade() else {
+            return;
+        };
+        let mut free = home.lock();
+        let held: usize = free.iter().map(Vec::capacity).sum();
+        if free.len() < RECYCLE_KEEP && held + self.buf.capacity() <= RECYCLE_KEEP_BYTES {
+            let mut buf = std::mem::take(&mut self.buf);
+            buf.clear();
+            free.push(buf);
+        }
+    }
+}
+
 /// Why a stream stopped yielding messages.
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
@@ -63,6 +101,7 @@ pub struct MessageReader<R> {
     /// First header and joined payload of a segmented message in progress.
     pending: Option<(Header, Vec<u8>)>,
     bytes_read: u64,
+    free: FreeList,
 }
 
 impl<R: AsyncRead + Unpin> MessageReader<R> {
@@ -74,6 +113,22 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
             max_message,
             pending: None,
             bytes_read: 0,
+            free: FreeList::default(),
+        }
+    }
+
+    /// An empty buffer with room for `len` bytes: the smallest idle one that fits, else new.
+    fn take_buffer(&self, len: usize) -> Vec<u8> {
+        let mut free = self.free.lock();
+        let best = free
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.capacity() >= len)
+            .min_by_key(|(_, b)| b.capacity())
+            .map(|(i, _)| i);
+        match best {
+            Some(i) => free.swap_remove(i),
+            None => Vec::new(),
         }
     }
 
@@ -101,11 +156,23 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
             match (header.segment(), self.pending.take()) {
                 (Segment::None, None) => {
                     self.check(len)?;
-                    let mut buf = Vec::new();
+                    if len < RECYCLE_MIN {
+                        let mut buf = Vec::new();
+                        self.read_into(&mut buf, len).await?;
+                        return Ok(Some(Message {
+                            header,
+                            payload: buf.into(),
+                        }));
+                    }
+                    let mut buf = self.take_buffer(len);
                     self.read_into(&mut buf, len).await?;
+                    let owner = Recycled {
+                        buf,
+                        home: std::sync::Arc::downgrade(&self.free),
+                    };
                     return Ok(Some(Message {
                         header,
-                        payload: buf.into(),
+                        payload: SharedBytes::from_owner(owner),
                     }));
                 }
                 (Segment::First, None) => {

@@ -30,6 +30,8 @@ pub struct PvaBenchOptions {
     pub sizes: Vec<(usize, usize, usize)>,
     pub python: PathBuf,
     pub json: Option<PathBuf>,
+    /// Repetitions of every path; the best of each is reported.
+    pub reps: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -370,24 +372,40 @@ fn p4p_to_p4p(
     Ok(client_row("p4p -> p4p (pvxs reference)", label, &j?))
 }
 
+/// Keeps the faster of two measurements of the same path.
+fn keep_best(rows: &mut Vec<Row>, r: Row) {
+    match rows
+        .iter_mut()
+        .find(|x| x.path == r.path && x.frame == r.frame)
+    {
+        Some(x) if x.gbps() >= r.gbps() => {}
+        Some(x) => *x = r,
+        None => rows.push(r),
+    }
+}
+
 pub fn run(opts: &PvaBenchOptions) -> Result<String, String> {
     let mut rows = Vec::new();
-    for &(w, h, frames) in &opts.sizes {
-        let label = format!("{w}x{h} UInt16");
-        let bytes = w * h * 2;
-        eprintln!("{label}: raw TCP ...");
-        rows.push(raw_tcp(bytes, frames, &label)?);
-        eprintln!("{label}: ndflow -> ndflow ...");
-        rows.push(ndflow_to_ndflow(w, h, frames, &label)?);
-        eprintln!("{label}: ndflow -> p4p ...");
-        match ndflow_to_p4p(w, h, frames, &label, &opts.python) {
-            Ok(r) => rows.push(r),
-            Err(e) => eprintln!("  skipped: {e}"),
-        }
-        eprintln!("{label}: p4p -> p4p ...");
-        match p4p_to_p4p(w, h, frames, &label, &opts.python) {
-            Ok(r) => rows.push(r),
-            Err(e) => eprintln!("  skipped: {e}"),
+    // Paths interleaved and repeated, best kept: a shared 2-core machine is noisy, and a
+    // ratio is only meaningful between numbers taken under the same load.
+    for rep in 1..=opts.reps.max(1) {
+        for &(w, h, frames) in &opts.sizes {
+            let label = format!("{w}x{h} UInt16");
+            let bytes = w * h * 2;
+            eprintln!(
+                "[{rep}/{}] {label}: raw TCP, ndflow -> ndflow, ndflow -> p4p, p4p -> p4p",
+                opts.reps.max(1)
+            );
+            keep_best(&mut rows, raw_tcp(bytes, frames, &label)?);
+            keep_best(&mut rows, ndflow_to_ndflow(w, h, frames, &label)?);
+            match ndflow_to_p4p(w, h, frames, &label, &opts.python) {
+                Ok(r) => keep_best(&mut rows, r),
+                Err(e) => eprintln!("  ndflow -> p4p skipped: {e}"),
+            }
+            match p4p_to_p4p(w, h, frames, &label, &opts.python) {
+                Ok(r) => keep_best(&mut rows, r),
+                Err(e) => eprintln!("  p4p -> p4p skipped: {e}"),
+            }
         }
     }
     let mut out = String::new();

@@ -108,6 +108,9 @@ enum BenchCmd {
         /// Comma-separated WIDTHxHEIGHTxFRAMES rows (UInt16 frames).
         #[arg(long, default_value = "1024x1024x1000,4096x4096x60")]
         sizes: String,
+        /// Repetitions (interleaved); the best of each path is reported.
+        #[arg(long, default_value_t = 3)]
+        reps: usize,
     },
     /// Runtime overhead per plugin hop (a chain of no-op plugins).
     Hop {
@@ -202,6 +205,7 @@ fn main() -> ExitCode {
                 json,
                 python,
                 sizes,
+                reps,
             } => parse_sizes(&sizes).and_then(|sizes| {
                 let python = python.unwrap_or_else(|| {
                     PathBuf::from(concat!(
@@ -213,6 +217,7 @@ fn main() -> ExitCode {
                     sizes,
                     python,
                     json,
+                    reps,
                 })
                 .map(|table| print!("{table}"))
             }),
