@@ -14,3 +14,6 @@ for b in roi stats process; do
     cargo bench -p ndflow-plugins --bench "$b" -- --quick 2>&1 | grep -E "^[a-z_0-9/]+|time:" | tee "out/bench/$b.txt"
 done
 cargo bench -p ndflow-sim --bench sim -- --quick 2>&1 | grep -E "^[a-z_0-9/]+|time:" | tee out/bench/sim.txt
+echo "== pvAccess NTNDArray over loopback (seed 001): ndflow and p4p servers/clients vs raw TCP"
+(set -a; . ../shared/loopback.env; set +a
+ ./target/release/ndflow bench pva --json out/bench/pva.json | tee out/bench/pva.txt)
