@@ -17,3 +17,5 @@ cargo bench -p ndflow-sim --bench sim -- --quick 2>&1 | grep -E "^[a-z_0-9/]+|ti
 echo "== pvAccess NTNDArray over loopback (seed 001): ndflow and p4p servers/clients vs raw TCP"
 (set -a; . ../shared/loopback.env; set +a
  ./target/release/ndflow bench pva --json out/bench/pva.json | tee out/bench/pva.txt)
+echo "== codecs next to the C libraries (seed 003)"
+./target/release/ndflow bench codec --json out/bench/codec.json | tee out/bench/codec.txt
