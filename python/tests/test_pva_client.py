@@ -17,14 +17,29 @@ from p4p.server.thread import SharedPV  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def example(name):
+def find_example(name):
     for profile in ("release", "debug"):
         for base in (os.environ.get("CARGO_TARGET_DIR"), ROOT / "target"):
             if base:
                 p = pathlib.Path(base) / profile / "examples" / name
                 if p.exists():
                     return p
-    pytest.skip(f"{name} not built (cargo build -p ndflow-pva --examples)")
+    return None
+
+
+def example(name):
+    """The example binary; built with cargo when missing (scripts/test.sh's cargo test builds it)."""
+    p = find_example(name)
+    if p is None:
+        subprocess.run(
+            ["cargo", "build", "--release", "-p", "ndflow-pva", "--example", name],
+            cwd=ROOT,
+            check=True,
+        )
+        p = find_example(name)
+    if p is None:
+        pytest.fail(f"{name} could not be built (cargo build --release -p ndflow-pva --example {name})")
+    return p
 
 
 @pytest.fixture

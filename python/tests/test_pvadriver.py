@@ -152,7 +152,7 @@ Capture = 1
             ioc.wait_for("D:cam1:Acquire_RBV", lambda v: enum_index(v) == 0)
             assert ioc.ctx.get("D:cam1:LostFrames_RBV") == 0
             assert ioc.ctx.get("D:cam1:ArraySizeX_RBV") == nx
-            ioc.wait_for("D:NumCaptured_RBV", lambda v: v == nframes)
+            ioc.wait_for("D:TIFF1:NumCaptured_RBV", lambda v: v == nframes)
         finally:
             ioc.close()
         files = sorted(out.glob("f_*.tif"))

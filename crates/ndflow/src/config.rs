@@ -1,6 +1,6 @@
 //! The IOC configuration file: TOML with a top-level `prefix` and one `[[port]]` table per
 //! port. Every key of a port other than `name`, `type` and `prefix` sets the parameter of
-//! that PV name. Errors name the file, line, port and key.
+//! that PV name. A port's `prefix` defaults to its name and a colon. Errors name the file, line, port and key.
 //!
 //! ```toml
 //! prefix = "13SIM1:"
@@ -290,11 +290,12 @@ fn parse_port(
             ),
         ));
     }
+    // Every port needs its own PV prefix (its PVs would collide otherwise); without one, the
+    // port's name and a colon, e.g. "ROI1:".
     let prefix = t
         .get("prefix")
         .and_then(Item::as_str)
-        .unwrap_or("")
-        .to_string();
+        .map_or_else(|| format!("{name}:"), str::to_string);
     let mut settings = Vec::new();
     for (key, item) in t.iter() {
         if matches!(key, "name" | "type" | "prefix") {

@@ -131,8 +131,31 @@ fn bundled_examples_parse_and_build() {
         for p in &mut cfg.ports {
             p.settings.retain(|s| s.key != "Acquire");
         }
-        let g = Graph::new(1);
-        cfg.build(&g, &ndflow::pva::PvDirectory::default())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let g = std::sync::Arc::new(Graph::new(1));
+        let pvs = ndflow::pva::PvDirectory::default();
+        cfg.build(&g, &pvs).unwrap_or_else(|e| panic!("{e}"));
+        // Every parameter becomes a PV; no two may share a name.
+        let _publisher =
+            ndflow::pva::param_pvs::serve_params(&g, &cfg.prefix, &cfg.port_prefixes(), &pvs)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(pvs.len() > 500, "{name}: only {} PVs", pvs.len());
+        g.shutdown();
     }
+}
+
+#[test]
+fn port_prefix_defaults_to_name_and_colon() {
+    let cfg = Config::parse(GOOD, "t.toml").unwrap();
+    let prefixes = cfg.port_prefixes();
+    assert_eq!(prefixes["SIM1"], "SIM1:");
+    assert_eq!(prefixes["ROI1"], "ROI1:");
+    let g = std::sync::Arc::new(Graph::new(1));
+    let pvs = ndflow::pva::PvDirectory::default();
+    cfg.build(&g, &pvs).unwrap();
+    let _publisher =
+        ndflow::pva::param_pvs::serve_params(&g, &cfg.prefix, &prefixes, &pvs).unwrap();
+    let names = pvs.names();
+    assert!(names.contains(&"T:SIM1:SizeX_RBV".to_string()));
+    assert!(names.contains(&"T:ROI1:SizeX".to_string()));
+    g.shutdown();
 }
