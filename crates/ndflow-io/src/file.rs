@@ -10,7 +10,12 @@
 //!   early only stops capturing (as in areaDetector): WriteFile then writes what was held,
 //!   FreeCapture discards it.
 //! - **Stream**: while Capture = 1 each frame is written as it arrives; NumCaptured counts
-//!   frames written, and the stream stops when it reaches NumCapture (0 = until Capture = 0).
+//!   frames written, and the stream stops when NumCapture frames have been handled (0 = until
+//!   Capture = 0). Setting Capture = 0 still writes the frames that were already queued at this
+//!   port when it was set (areaDetector drops them, issue #469), then closes the file: the port
+//!   tells the plugin the input sequence number of the last frame it had accepted
+//!   ([`Plugin::param_changed_at`]) and each frame carries its own
+//!   ([`ndflow_runtime::ProcessContext::input_seq`]).
 //!
 //! As in areaDetector, FullFileName is published and FileNumber incremented (AutoIncrement)
 //! when a file name is made, before the open: a failed open still consumes the number.
@@ -43,11 +48,24 @@ pub trait Format: Send + 'static {
     const PARAMS: &'static [ParamDef];
     /// Whether one file can hold many frames (HDF5); otherwise one file per frame.
     const MULTI_FRAME: bool = false;
+    /// Whether frames compressed by the Codec plugin are accepted (HDF5 writes them with a
+    /// direct chunk write); others get only uncompressed frames.
+    const ACCEPTS_COMPRESSED: bool = false;
     /// Opens `path` for writing; `frame` is the first frame (shape, type, attributes).
     fn open(&mut self, path: &Path, frame: &NDArray, params: &ParamStore) -> io::Result<()>;
-    fn write(&mut self, frame: &NDArray) -> io::Result<()>;
+    fn write(&mut self, frame: &NDArray, params: &ParamStore) -> io::Result<()>;
     /// Flushes and closes; called even after a failed open or write (must then be harmless).
-    fn close(&mut self) -> io::Result<()>;
+    fn close(&mut self, params: &ParamStore) -> io::Result<()>;
+    /// Told of every external parameter write, after NDFile's own handling, whether a file is
+    /// open or not (HDF5's FlushNow). An error is published in WriteStatus/WriteMessage.
+    fn param_changed(
+        &mut self,
+        _params: &ParamStore,
+        _idx: usize,
+        _value: &ParamValue,
+    ) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// NDFile.template's parameters followed by a format's own, as one static table.
@@ -154,7 +172,19 @@ struct State<F> {
     captured: Vec<Arc<NDArray>>,
     /// Stream of a multi-frame format.
     stream: Option<OpenFile>,
+    /// Stream mode between Capture = 1 and the end of the stream.
+    streaming: bool,
+    /// Capture = 0 came while frames were queued: write those up to this input sequence
+    /// number, then close.
+    stop_at: Option<u64>,
+    /// Input sequence number of the last frame seen (0 without a port).
+    last_seq: u64,
+    /// The error that stopped this stream's file; later frames are counted as not written.
+    stream_error: Option<String>,
+    /// Frames written in this stream (NumCaptured).
     streamed: i64,
+    /// Frames of this stream handled, written or not (ends the stream at NumCapture).
+    stream_handled: i64,
 }
 
 /// A write failure: the message for WriteMessage and how many frames it lost.
@@ -189,7 +219,12 @@ impl<F: Format> FileWriterPlugin<F> {
                 last: None,
                 captured: Vec::new(),
                 stream: None,
+                streaming: false,
+                stop_at: None,
+                last_seq: 0,
+                stream_error: None,
                 streamed: 0,
+                stream_handled: 0,
             }),
             indices: Resolved::default(),
         }
@@ -246,16 +281,16 @@ impl<F: Format> FileWriterPlugin<F> {
     ) -> Result<OpenFile, String> {
         let file = self.next_path(p, ix)?;
         if let Err(e) = st.format.open(&file.write_path, frame, p) {
-            let _ = st.format.close();
+            let _ = st.format.close(p);
             return Err(format!("cannot open {}: {e}", file.write_path.display()));
         }
         Ok(file)
     }
 
     /// Closes and renames a temp file.
-    fn close(st: &mut State<F>, file: &OpenFile) -> Result<(), String> {
+    fn close(st: &mut State<F>, p: &ParamStore, file: &OpenFile) -> Result<(), String> {
         st.format
-            .close()
+            .close(p)
             .map_err(|e| format!("cannot close {}: {e}", file.write_path.display()))?;
         if file.write_path != file.final_path {
             std::fs::rename(&file.write_path, &file.final_path).map_err(|e| {
@@ -277,10 +312,9 @@ impl<F: Format> FileWriterPlugin<F> {
         file: &OpenFile,
         frame: &NDArray,
     ) -> Result<(), String> {
-        st.format.write(frame).map_err(|e| {
-            let _ = st.format.close();
-            format!("cannot write {}: {e}", file.write_path.display())
-        })?;
+        st.format
+            .write(frame, p)
+            .map_err(|e| format!("cannot write {}: {e}", file.write_path.display()))?;
         if p.get_i64(ix.delete_driver_file) != 0 {
             if let Some(AttrValue::String(name)) =
                 frame.attribute("DriverFileName").map(|a| &a.value)
@@ -312,16 +346,26 @@ impl<F: Format> FileWriterPlugin<F> {
                 frames: frames.len() as i64,
             };
             let file = self.open(st, p, ix, first).map_err(fail)?;
-            for f in frames {
-                self.write_one(st, p, ix, &file, f).map_err(fail)?;
+            for (i, f) in frames.iter().enumerate() {
+                if let Err(message) = self.write_one(st, p, ix, &file, f) {
+                    // The frames written so far stay in a valid, closed file.
+                    let _ = Self::close(st, p, &file);
+                    return Err(WriteFailure {
+                        message,
+                        frames: (frames.len() - i) as i64,
+                    });
+                }
             }
-            return Self::close(st, &file).map_err(fail);
+            return Self::close(st, p, &file).map_err(fail);
         }
         let mut failure: Option<WriteFailure> = None;
         for f in frames {
             let res = self.open(st, p, ix, f).and_then(|file| {
-                self.write_one(st, p, ix, &file, f)?;
-                Self::close(st, &file)
+                if let Err(e) = self.write_one(st, p, ix, &file, f) {
+                    let _ = st.format.close(p);
+                    return Err(e);
+                }
+                Self::close(st, p, &file)
             });
             if let Err(message) = res {
                 // Keep going: a later file may still succeed (e.g. the disk frees up).
@@ -389,7 +433,7 @@ impl<F: Format> FileWriterPlugin<F> {
         self.write_frames(st, p, ix, &frames).map(|()| frames)
     }
 
-    /// Starts a stream of a multi-frame format (opens the file unless LazyOpen).
+    /// Writes one frame of a stream (opening the file of a multi-frame format first).
     fn stream_frame(
         &self,
         st: &mut State<F>,
@@ -401,19 +445,39 @@ impl<F: Format> FileWriterPlugin<F> {
         if !F::MULTI_FRAME {
             return self.write_frames(st, p, ix, std::slice::from_ref(frame));
         }
+        if let Some(message) = &st.stream_error {
+            return Err(one(message.clone()));
+        }
         if st.stream.is_none() {
-            st.stream = Some(self.open(st, p, ix, frame).map_err(one)?);
+            match self.open(st, p, ix, frame) {
+                Ok(file) => st.stream = Some(file),
+                Err(message) => {
+                    st.stream_error = Some(message.clone());
+                    return Err(one(message));
+                }
+            }
         }
         let Some(file) = st.stream.take() else {
             return Ok(());
         };
-        let res = self.write_one(st, p, ix, &file, frame);
-        if res.is_ok() {
-            st.stream = Some(file);
+        match self.write_one(st, p, ix, &file, frame) {
+            Ok(()) => {
+                st.stream = Some(file);
+                Ok(())
+            }
+            Err(message) => {
+                // Close now: the file keeps every frame written before the error.
+                let message = match Self::close(st, p, &file) {
+                    Ok(()) => message,
+                    Err(close) => format!("{message}; {close}"),
+                };
+                st.stream_error = Some(message.clone());
+                Err(one(message))
+            }
         }
-        res.map_err(one)
     }
 
+    /// Ends a stream: Capture = 0, the file closed.
     fn stop_stream(
         &self,
         st: &mut State<F>,
@@ -421,19 +485,66 @@ impl<F: Format> FileWriterPlugin<F> {
         ix: &Indices,
     ) -> Result<(), WriteFailure> {
         let _ = p.set(ix.capture, 0i64);
+        st.streaming = false;
+        st.stop_at = None;
+        st.stream_error = None;
         match st.stream.take() {
             Some(file) => {
-                Self::close(st, &file).map_err(|message| WriteFailure { message, frames: 0 })
+                Self::close(st, p, &file).map_err(|message| WriteFailure { message, frames: 0 })
             }
             None => Ok(()),
+        }
+    }
+
+    /// Stream mode: one frame while the stream runs (or drains after Capture = 0).
+    fn process_stream(
+        &self,
+        st: &mut State<F>,
+        p: &ParamStore,
+        ix: &Indices,
+        input: &Arc<NDArray>,
+        seq: Option<u64>,
+        written: &mut Vec<Arc<NDArray>>,
+    ) -> Result<(), WriteFailure> {
+        // A frame queued after the stop belongs to no stream (its turn can only come after
+        // the last queued one, which closed the file; this is the fallback).
+        if let (Some(stop), Some(seq)) = (st.stop_at, seq) {
+            if seq > stop {
+                return self.stop_stream(st, p, ix);
+            }
+        }
+        let res = self.stream_frame(st, p, ix, input);
+        st.stream_handled = st.stream_handled.saturating_add(1);
+        if res.is_ok() {
+            written.push(Arc::clone(input));
+            st.streamed = st.streamed.saturating_add(1);
+            let _ = p.set(ix.num_captured, st.streamed);
+        }
+        let want = p.get_i64(ix.num_capture);
+        let drained = matches!((st.stop_at, seq), (Some(stop), Some(s)) if s >= stop)
+            || (st.stop_at.is_some() && seq.is_none());
+        if drained || (want > 0 && st.stream_handled >= want) {
+            res.and(self.stop_stream(st, p, ix))
+        } else {
+            res
         }
     }
 
     fn start_capture(&self, st: &mut State<F>, p: &ParamStore, ix: &Indices) {
         let mode = p.get_i64(ix.mode);
         let n = p.get_i64(ix.num_capture).max(0);
+        if st.streaming {
+            // A new stream ends the previous one (which may still be draining).
+            if let Err(e) = self.stop_stream(st, p, ix) {
+                let _ = self.report(p, ix, Err(e));
+            }
+            let _ = p.set(ix.capture, 1i64);
+        }
         let _ = p.set(ix.num_captured, 0i64);
         st.streamed = 0;
+        st.stream_handled = 0;
+        st.stream_error = None;
+        st.stop_at = None;
         match mode {
             MODE_CAPTURE => {
                 if n < 1 {
@@ -448,9 +559,11 @@ impl<F: Format> FileWriterPlugin<F> {
                 st.captured = Vec::with_capacity(usize::try_from(n).unwrap_or(0).min(1 << 16));
             }
             MODE_STREAM => {
+                st.streaming = true;
                 if F::MULTI_FRAME && p.get_i64(ix.lazy_open) == 0 {
                     let Some(frame) = st.last.clone() else {
                         let _ = p.set(ix.capture, 0i64);
+                        st.streaming = false;
                         self.fail_now(
                             p,
                             ix,
@@ -463,6 +576,7 @@ impl<F: Format> FileWriterPlugin<F> {
                         Ok(file) => st.stream = Some(file),
                         Err(message) => {
                             let _ = p.set(ix.capture, 0i64);
+                            st.streaming = false;
                             self.fail_now(p, ix, message);
                         }
                     }
@@ -489,6 +603,10 @@ impl<F: Format> Plugin for FileWriterPlugin<F> {
         1
     }
 
+    fn accepts_compressed(&self) -> bool {
+        F::ACCEPTS_COMPRESSED
+    }
+
     fn process(
         &self,
         input: &Arc<NDArray>,
@@ -499,10 +617,15 @@ impl<F: Format> Plugin for FileWriterPlugin<F> {
         let mut guard = self.state.lock();
         let st = &mut *guard;
         st.last = Some(Arc::clone(input));
+        let seq = ctx.input_seq();
+        if let Some(s) = seq {
+            st.last_seq = s;
+        }
         let capturing = p.get_i64(ix.capture) != 0;
         // Frames written now are passed downstream (NDPluginFile's doNDArrayCallbacks).
         let mut written: Vec<Arc<NDArray>> = Vec::new();
         let res = match p.get_i64(ix.mode) {
+            _ if st.streaming => self.process_stream(st, p, ix, input, seq, &mut written),
             MODE_SINGLE if p.get_i64(ix.auto_save) != 0 => {
                 let res = self.write_frames(st, p, ix, std::slice::from_ref(input));
                 if res.is_ok() {
@@ -528,20 +651,6 @@ impl<F: Format> Plugin for FileWriterPlugin<F> {
                     Ok(())
                 }
             }
-            MODE_STREAM if capturing => {
-                let res = self.stream_frame(st, p, ix, input);
-                if res.is_ok() {
-                    written.push(Arc::clone(input));
-                    st.streamed = st.streamed.saturating_add(1);
-                    let _ = p.set(ix.num_captured, st.streamed);
-                }
-                let want = p.get_i64(ix.num_capture);
-                if want > 0 && st.streamed >= want {
-                    res.and(self.stop_stream(st, p, ix))
-                } else {
-                    res
-                }
-            }
             _ => return Ok(()),
         };
         drop(guard);
@@ -555,6 +664,10 @@ impl<F: Format> Plugin for FileWriterPlugin<F> {
     }
 
     fn param_changed(&self, p: &ParamStore, idx: usize, value: &ParamValue) {
+        self.param_changed_at(p, idx, value, 0);
+    }
+
+    fn param_changed_at(&self, p: &ParamStore, idx: usize, value: &ParamValue, accepted: u64) {
         let Ok(ix) = self.indices(p) else {
             return;
         };
@@ -575,9 +688,16 @@ impl<F: Format> Plugin for FileWriterPlugin<F> {
             let mut st = self.state.lock();
             if on {
                 self.start_capture(&mut st, p, ix);
-            } else if p.get_i64(ix.mode) == MODE_STREAM {
-                let res = self.stop_stream(&mut st, p, ix);
-                let _ = self.report(p, ix, res);
+            } else if st.streaming {
+                if st.last_seq >= accepted {
+                    // A clean close keeps the status of the stream's last frame.
+                    if let Err(e) = self.stop_stream(&mut st, p, ix) {
+                        let _ = self.report(p, ix, Err(e));
+                    }
+                } else {
+                    // Frames up to `accepted` are queued: they are written, then the file closes.
+                    st.stop_at = Some(accepted);
+                }
             }
             // Capture mode: stopping keeps the buffer for WriteFile, as areaDetector does.
         } else if idx == ix.write_file && on {
@@ -603,6 +723,10 @@ impl<F: Format> Plugin for FileWriterPlugin<F> {
             st.captured = Vec::new();
             let _ = p.set(ix.num_captured, 0i64);
             let _ = p.set(ix.free_capture, 0i64);
+        }
+        let res = self.state.lock().format.param_changed(p, idx, value);
+        if let Err(e) = res {
+            self.fail_now(p, ix, format!("{}: {e}", F::PLUGIN_TYPE));
         }
     }
 }

@@ -95,7 +95,7 @@ impl Format for JpegFormat {
         Ok(())
     }
 
-    fn write(&mut self, _frame: &NDArray) -> io::Result<()> {
+    fn write(&mut self, _frame: &NDArray, _params: &ParamStore) -> io::Result<()> {
         let f = self
             .file
             .as_mut()
@@ -103,7 +103,7 @@ impl Format for JpegFormat {
         f.write_all(&self.out)
     }
 
-    fn close(&mut self) -> io::Result<()> {
+    fn close(&mut self, _params: &ParamStore) -> io::Result<()> {
         match self.file.take() {
             Some(mut f) => f.flush(),
             None => Ok(()),

@@ -11,15 +11,19 @@
 //! - [`tiff`]: NDFileTIFF ([`TiffFilePlugin`]), all 10 types, Mono/RGB1/RGB2/RGB3, tags
 //!   65000-65003 and attributes as ASCII tags from 65010.
 //! - [`jpeg`]: NDFileJPEG ([`JpegFilePlugin`]), UInt8 Mono/RGB1, `JPEGQuality`.
+//! - [`hdf5`]: NDFileHDF5 ([`Hdf5FilePlugin`]), NeXus layout, filters registered in-process,
+//!   direct chunk write of frames compressed by the Codec plugin, SWMR.
 //!
 //! Trade-off: writing happens on the plugin's worker thread (one at a time, max_threads 1),
 //! as in areaDetector; a slow disk back-pressures only this port's queue, which drops and
 //! counts frames when full.
 
 pub mod file;
+pub mod hdf5;
 pub mod jpeg;
 pub mod tiff;
 
 pub use file::{FileWriterPlugin, Format};
+pub use hdf5::{Hdf5FilePlugin, Hdf5Format};
 pub use jpeg::{JpegFilePlugin, JpegFormat};
 pub use tiff::{TiffFilePlugin, TiffFormat};

@@ -304,7 +304,7 @@ impl Format for TiffFormat {
         Ok(())
     }
 
-    fn write(&mut self, frame: &NDArray) -> io::Result<()> {
+    fn write(&mut self, frame: &NDArray, _params: &ParamStore) -> io::Result<()> {
         let f = self
             .file
             .as_mut()
@@ -312,7 +312,7 @@ impl Format for TiffFormat {
         write_tiff(f, frame)
     }
 
-    fn close(&mut self) -> io::Result<()> {
+    fn close(&mut self, _params: &ParamStore) -> io::Result<()> {
         match self.file.take() {
             Some(mut f) => f.flush(),
             None => Ok(()),

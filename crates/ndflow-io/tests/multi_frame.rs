@@ -25,14 +25,14 @@ impl Format for Lines {
         self.file = Some(File::create(path)?);
         Ok(())
     }
-    fn write(&mut self, f: &NDArray) -> io::Result<()> {
+    fn write(&mut self, f: &NDArray, _p: &ParamStore) -> io::Result<()> {
         let file = self
             .file
             .as_mut()
             .ok_or_else(|| io::Error::other("not open"))?;
         writeln!(file, "{}", f.unique_id)
     }
-    fn close(&mut self) -> io::Result<()> {
+    fn close(&mut self, _p: &ParamStore) -> io::Result<()> {
         self.file.take();
         Ok(())
     }

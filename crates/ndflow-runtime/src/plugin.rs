@@ -46,6 +46,15 @@ pub trait Plugin: Send + Sync + 'static {
     ) -> Result<(), PluginError>;
     /// Told of every external write to this port's parameters (commands such as ResetFilter).
     fn param_changed(&self, _params: &ParamStore, _idx: usize, _value: &ParamValue) {}
+    /// [`Plugin::param_changed`] with the port's input position at the moment of the write:
+    /// `accepted` is the [`ProcessContext::input_seq`] of the last frame the port accepted
+    /// (0 = none yet). A plugin that must still handle the frames queued before a command
+    /// (a file writer stopping a stream) compares it with each frame's `input_seq`. The
+    /// default forwards to `param_changed`.
+    fn param_changed_at(&self, params: &ParamStore, idx: usize, value: &ParamValue, accepted: u64) {
+        let _ = accepted;
+        self.param_changed(params, idx, value)
+    }
 }
 
 /// What a plugin sees while processing one frame.
@@ -53,6 +62,7 @@ pub struct ProcessContext<'a> {
     pub params: &'a ParamStore,
     pool: &'a Pool,
     outputs: &'a mut Vec<Arc<NDArray>>,
+    input_seq: Option<u64>,
 }
 
 impl<'a> ProcessContext<'a> {
@@ -61,7 +71,20 @@ impl<'a> ProcessContext<'a> {
             params,
             pool,
             outputs,
+            input_seq: None,
         }
+    }
+
+    /// Tags the frame with its input sequence number (the port does this).
+    pub fn with_input_seq(mut self, seq: u64) -> Self {
+        self.input_seq = Some(seq);
+        self
+    }
+
+    /// The frame's place in the port's input: 1 for the first frame the port accepted, 2 for
+    /// the next, ... `None` when run without a port (harness, benchmarks).
+    pub fn input_seq(&self) -> Option<u64> {
+        self.input_seq
     }
 
     /// The pool of the input frame (areaDetector allocates outputs from the source's pool).

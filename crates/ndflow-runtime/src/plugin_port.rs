@@ -59,7 +59,10 @@ struct InputConfig {
 
 struct InputState {
     cfg: InputConfig,
-    queue: VecDeque<Arc<NDArray>>,
+    /// Frames with their input sequence number ([`ProcessContext::input_seq`]).
+    queue: VecDeque<(Arc<NDArray>, u64)>,
+    /// Sequence number of the last frame accepted (queued or run in the caller's thread).
+    accepted: u64,
     running: usize,
     offered: u64,
     processed: u64,
@@ -176,6 +179,7 @@ impl PluginPort {
                     min_time: Duration::ZERO,
                 },
                 queue: VecDeque::new(),
+                accepted: 0,
                 running: 0,
                 offered: 0,
                 processed: 0,
@@ -269,7 +273,9 @@ impl PluginPort {
         if name == "NumThreads" || name == "QueueSize" {
             self.kick();
         }
-        self.plugin.param_changed(&self.params, idx, value);
+        let accepted = self.state.lock().accepted;
+        self.plugin
+            .param_changed_at(&self.params, idx, value, accepted);
     }
 
     /// Starts workers for queued frames if the concurrency limit allows more.
@@ -324,15 +330,19 @@ impl PluginPort {
         if cfg.blocking {
             st.in_flight += 1;
             *st.in_flight_ids.entry(frame.unique_id).or_insert(0) += 1;
+            st.accepted += 1;
+            let seq = st.accepted;
             drop(st);
-            self.process_frame(frame.clone());
+            self.process_frame(frame.clone(), seq);
             return;
         }
         if st.queue.len() >= cfg.queue_size {
             st.dropped[DropReason::QueueFull as usize] += 1;
             return;
         }
-        st.queue.push_back(frame.clone());
+        st.accepted += 1;
+        let seq = st.accepted;
+        st.queue.push_back((frame.clone(), seq));
         if st.running < cfg.num_threads {
             st.running += 1;
             drop(st);
@@ -342,13 +352,13 @@ impl PluginPort {
 
     /// One worker's turn: process one queued frame, then hand the port back to the pool.
     pub(crate) fn run_task(self: Arc<Self>, sched: &Arc<Scheduler>) {
-        let frame = {
+        let (frame, seq) = {
             let mut st = self.state.lock();
             match st.queue.pop_front() {
-                Some(f) => {
+                Some((f, seq)) => {
                     st.in_flight += 1;
                     *st.in_flight_ids.entry(f.unique_id).or_insert(0) += 1;
-                    f
+                    (f, seq)
                 }
                 None => {
                     st.running = st.running.saturating_sub(1);
@@ -356,7 +366,7 @@ impl PluginPort {
                 }
             }
         };
-        self.process_frame(frame);
+        self.process_frame(frame, seq);
         let mut st = self.state.lock();
         if !st.queue.is_empty() && st.running <= st.cfg.num_threads {
             drop(st);
@@ -366,12 +376,13 @@ impl PluginPort {
         }
     }
 
-    fn process_frame(&self, frame: Arc<NDArray>) {
+    fn process_frame(&self, frame: Arc<NDArray>, seq: u64) {
         let t0 = Instant::now();
         let pool = pool_of(&frame, &self.fallback_pool);
         let mut outputs = Vec::new();
         let result = {
-            let mut ctx = ProcessContext::new(&self.params, &pool, &mut outputs);
+            let mut ctx =
+                ProcessContext::new(&self.params, &pool, &mut outputs).with_input_seq(seq);
             self.plugin.process(&frame, &mut ctx)
         };
         self.exec_ns

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use ndflow::{bench, bench_codec, bench_pva, ioc, reference, registry};
+use ndflow::{bench, bench_codec, bench_hdf5, bench_pva, ioc, reference, registry};
 
 #[derive(Parser)]
 #[command(
@@ -112,6 +112,27 @@ enum BenchCmd {
         #[arg(long, default_value_t = 3)]
         reps: usize,
     },
+    /// HDF5 writing (seed 002): uncompressed, filter pipeline, Codec plugin + direct chunk
+    /// write, the writer alone, next to h5py + hdf5plugin in the same run.
+    Hdf5 {
+        #[arg(long, value_name = "FILE.json")]
+        json: Option<PathBuf>,
+        /// Python with h5py and hdf5plugin (default: .venv/bin/python).
+        #[arg(long)]
+        python: Option<PathBuf>,
+        /// Frames (1024x1024 UInt32) per row.
+        #[arg(long, default_value_t = 100)]
+        frames: usize,
+        /// Codec plugin threads for the pre-compressed rows.
+        #[arg(long, default_value_t = 2)]
+        codec_threads: usize,
+        /// Repetitions; the best of each row is reported.
+        #[arg(long, default_value_t = 3)]
+        reps: usize,
+        /// Directory for the files (default: /dev/shm if present, else the temp dir).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Runtime overhead per plugin hop (a chain of no-op plugins).
     Hop {
         #[arg(long, value_name = "FILE.json")]
@@ -201,6 +222,22 @@ fn main() -> ExitCode {
                 periods,
             }),
             BenchCmd::Hop { json } => bench::hop(json.as_ref()),
+            BenchCmd::Hdf5 {
+                json,
+                python,
+                frames,
+                codec_threads,
+                reps,
+                dir,
+            } => bench_hdf5::run(&bench_hdf5::Hdf5Options {
+                frames,
+                codec_threads,
+                reps,
+                dir,
+                python,
+                json,
+            })
+            .map(|table| print!("{table}")),
             BenchCmd::Pva {
                 json,
                 python,

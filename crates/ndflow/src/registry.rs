@@ -73,6 +73,12 @@ pub const TYPES: &[(&str, &str, bool, &str)] = &[
         "TIFF files: all types, Mono/RGB, uniqueId/timestamps/attributes as tags",
     ),
     (
+        "hdf5",
+        "NDFileHDF5",
+        false,
+        "HDF5 files (NeXus layout): all types, filters, direct chunk write, SWMR",
+    ),
+    (
         "jpeg",
         "NDFileJPEG",
         false,
@@ -103,6 +109,7 @@ fn new_plugin(type_name: &str) -> Option<Arc<dyn Plugin>> {
         "codec" => Arc::new(CodecPlugin::new()),
         "tiff" => Arc::new(ndflow_io::TiffFilePlugin::new()),
         "jpeg" => Arc::new(ndflow_io::JpegFilePlugin::new()),
+        "hdf5" => Arc::new(ndflow_io::Hdf5FilePlugin::new()),
         _ => return None,
     })
 }

@@ -91,3 +91,69 @@ pub fn with_attrs(mut f: NDArray) -> NDArray {
     f.set_attribute(NDAttribute::new("Nothing", "", AttrValue::Undefined));
     f
 }
+
+/// A harness of the HDF5 plugin writing `name_N.h5` into `dir`, Stream mode, LazyOpen.
+pub fn hdf5_harness(
+    dir: &TempDir,
+    name: &str,
+) -> ndflow_runtime::PluginHarness<ndflow_io::Hdf5FilePlugin> {
+    let h = ndflow_runtime::PluginHarness::new(ndflow_io::Hdf5FilePlugin::new());
+    h.put("FilePath", dir.path().to_string_lossy().as_ref())
+        .unwrap();
+    h.put("FileName", name).unwrap();
+    h.put("FileTemplate", "%s%s_%d.h5").unwrap();
+    h.put("AutoIncrement", "Yes").unwrap();
+    h.put("FileWriteMode", "Stream").unwrap();
+    h.put("LazyOpen", "Yes").unwrap();
+    h.put("NumCapture", 0).unwrap();
+    h
+}
+
+/// Writes `frames` as one stream and returns the file path.
+pub fn hdf5_stream(
+    h: &ndflow_runtime::PluginHarness<ndflow_io::Hdf5FilePlugin>,
+    frames: Vec<NDArray>,
+) -> PathBuf {
+    h.put("Capture", 1).unwrap();
+    for f in frames {
+        h.process(f).unwrap();
+    }
+    h.put("Capture", 0).unwrap();
+    assert_eq!(h.get_f64("WriteStatus"), 0.0, "{:?}", h.get("WriteMessage"));
+    match h.get("FullFileName") {
+        ndflow_core::ParamValue::Str(s) => PathBuf::from(s),
+        other => panic!("FullFileName {other:?}"),
+    }
+}
+
+/// Reads a whole dataset as `T`.
+pub fn read_all<T: hdf5_metno::H5Type>(path: &Path, dataset: &str) -> Vec<T> {
+    let f = hdf5_metno::File::open(path).unwrap();
+    f.dataset(dataset).unwrap().read_raw::<T>().unwrap()
+}
+
+/// The shape of a dataset.
+pub fn shape(path: &Path, dataset: &str) -> Vec<usize> {
+    let f = hdf5_metno::File::open(path).unwrap();
+    f.dataset(dataset).unwrap().shape()
+}
+
+/// A fixed-length string attribute of an object ("/" for the root group).
+pub fn str_attr(path: &Path, object: &str, name: &str) -> String {
+    let f = hdf5_metno::File::open(path).unwrap();
+    let a = match f.dataset(object) {
+        Ok(d) => d.attr(name),
+        Err(_) if object == "/" => f.attr(name),
+        Err(_) => f.group(object).unwrap().attr(name),
+    }
+    .unwrap_or_else(|e| panic!("{object}@{name}: {e}"));
+    let desc = a.dtype().unwrap().to_descriptor().unwrap();
+    assert!(
+        matches!(desc, hdf5_metno::types::TypeDescriptor::FixedAscii(_)),
+        "{object}@{name} is {desc:?}"
+    );
+    a.read_scalar::<hdf5_metno::types::FixedAscii<1024>>()
+        .unwrap()
+        .as_str()
+        .to_string()
+}

@@ -1,0 +1,217 @@
+//! NDFileHDF5's own parameters (names, enum strings and defaults of ADCore's NDFileHDF5.cpp
+//! constructor and NDFileHDF5.template) and the settings read from them when a file opens.
+
+use ndflow_codec::blosc::{BloscCompressor, BloscParams, BloscShuffle};
+use ndflow_core::{NDArray, ParamDef, ParamStore, ParamValue};
+
+use super::chunk::DataFilter;
+use super::layout::ChunkRequest;
+
+/// The Compression menu, in NDFileHDF5.template's order.
+pub const COMPRESSION_CHOICES: [&str; 8] = [
+    "None", "N-bit", "szip", "zlib", "Blosc", "BSLZ4", "LZ4", "JPEG",
+];
+
+/// The chunk-size parameters in NDArray dim order (NumColChunks is dim 0).
+pub const CHUNK_PARAMS: [&str; 10] = [
+    "NumColChunks",
+    "NumRowChunks",
+    "ChunkSize2",
+    "ChunkSize3",
+    "ChunkSize4",
+    "ChunkSize5",
+    "ChunkSize6",
+    "ChunkSize7",
+    "ChunkSize8",
+    "ChunkSize9",
+];
+
+const fn chunk(name: &'static str) -> ParamDef {
+    ParamDef::int32(name, 0)
+        .min(0.0)
+        .doc("Chunk size along this NDArray dim (0 = whole dim; used when ChunkSizeAuto = No)")
+}
+
+/// NDFile's parameters followed by NDFileHDF5's.
+pub const HDF5_PARAMS: &[ParamDef] = crate::ndfile_params!("%s%s_%3.3d.h5";
+    ParamDef::enumeration("FlushNow", &["Done", "Flush"], 0).doc("Flush the open file now (SWMR: publish to readers)");
+    ParamDef::yes_no("ChunkSizeAuto", 1).doc("One chunk = one frame (Yes) or the chunk sizes below (No)");
+    chunk("NumColChunks");
+    chunk("NumRowChunks");
+    chunk("ChunkSize2");
+    chunk("ChunkSize3");
+    chunk("ChunkSize4");
+    chunk("ChunkSize5");
+    chunk("ChunkSize6");
+    chunk("ChunkSize7");
+    chunk("ChunkSize8");
+    chunk("ChunkSize9");
+    ParamDef::int32("NumFramesChunks", 0).min(0.0).doc("Frames per chunk (0 = 1)");
+    ParamDef::int32("NDAttributeChunk", 0).min(0.0).doc("Elements per chunk of the attribute datasets (0 = NumCapture, 16384 if unlimited)");
+    ParamDef::int32("BoundaryAlign", 0).min(0.0).doc("H5Pset_alignment boundary in bytes (0 = off)");
+    ParamDef::int32("BoundaryThreshold", 65536).min(0.0).doc("Objects at least this large are aligned");
+    ParamDef::yes_no("StoreAttr", 1).doc("Write the NDAttributes as datasets");
+    ParamDef::yes_no("StorePerform", 1).doc("Write /entry/instrument/performance/timestamp");
+    ParamDef::float64("RunTime", 0.0).read_only_plain().doc("Seconds from open to close of the last file");
+    ParamDef::float64("IOSpeed", 0.0).read_only_plain().doc("Mbit/s of the last file, open to close");
+    ParamDef::int32("NumFramesFlush", 0).min(0.0).doc("Flush every N frames (0 = at close; SWMR: at least every chunk)");
+    ParamDef::enumeration("Compression", &COMPRESSION_CHOICES, 0).doc("Filter of the detector dataset (follows the codec of a pre-compressed first frame)");
+    ParamDef::int32("NumDataBits", 8).range(1.0, 64.0).doc("N-bit: bits of precision");
+    ParamDef::int32("DataBitsOffset", 0).range(0.0, 63.0).doc("N-bit: bit offset");
+    ParamDef::int32("SZipNumPixels", 16).range(2.0, 32.0).doc("szip: pixels per block (even)");
+    ParamDef::int32("ZLevel", 6).range(0.0, 9.0).doc("zlib level");
+    ParamDef::enumeration("BloscShuffle", &BloscShuffle::CHOICES, 1).doc("Blosc shuffle");
+    ParamDef::enumeration("BloscCompressor", &BloscCompressor::CHOICES, 0).doc("Compressor inside Blosc");
+    ParamDef::int32("BloscLevel", 5).range(0.0, 9.0).doc("Blosc level");
+    ParamDef::int32("JPEGQuality", 90).range(1.0, 100.0).doc("JPEG quality");
+    ParamDef::enumeration("SWMRSupported", &["Not Supported", "Supported"], 1).read_only().doc("Whether this HDF5 library can write SWMR");
+    ParamDef::enumeration("SWMRMode", &["Off", "On"], 0).doc("Write files readable while they grow");
+    ParamDef::enumeration("SWMRActive", &["Off", "Active"], 0).read_only().doc("The open file is in SWMR mode");
+    ParamDef::int32("SWMRCbCounter", 0).read_only().doc("Flushes of the open file");
+    ParamDef::float64("FillValue", 0.0).doc("Value of detector data never written");
+);
+
+/// The detector dataset's compression, resolved at open.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Compression {
+    None,
+    NBit { precision: usize, offset: usize },
+    Szip { pixels: u8 },
+    Zlib { level: u8 },
+    Blosc(BloscParams),
+    Bslz4,
+    Lz4,
+    Jpeg { quality: u8 },
+}
+
+impl Compression {
+    pub fn filter(&self) -> DataFilter {
+        match self {
+            Compression::None => DataFilter::None,
+            Compression::NBit { .. } => DataFilter::NBit,
+            Compression::Szip { .. } => DataFilter::Szip,
+            Compression::Zlib { .. } => DataFilter::Deflate,
+            Compression::Blosc(_) => DataFilter::Blosc,
+            Compression::Bslz4 => DataFilter::Bslz4,
+            Compression::Lz4 => DataFilter::Lz4,
+            Compression::Jpeg { .. } => DataFilter::Jpeg,
+        }
+    }
+}
+
+/// What one file is written with.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub compression: Compression,
+    pub chunks: ChunkRequest,
+    pub attr_chunk: usize,
+    pub align: u64,
+    pub threshold: u64,
+    pub store_attr: bool,
+    pub store_perform: bool,
+    pub flush_frames: i64,
+    pub swmr: bool,
+    pub fill: f64,
+    /// Not Single mode: the dataset has a frame axis.
+    pub multi: bool,
+}
+
+fn int(p: &ParamStore, name: &str) -> i64 {
+    p.index(name).map_or(0, |i| p.get_i64(i))
+}
+
+fn set(p: &ParamStore, name: &str, v: impl Into<ParamValue>) {
+    if let Some(i) = p.index(name) {
+        let _ = p.set(i, v);
+    }
+}
+
+impl Settings {
+    /// Reads the parameters; a pre-compressed first frame sets Compression (and its
+    /// parameters) from its codec, as NDFileHDF5 does, and the values used are published.
+    pub fn read(p: &ParamStore, first: &NDArray) -> Result<Settings, String> {
+        match first.codec.name.as_str() {
+            "" => {}
+            "blosc" => {
+                set(p, "Compression", 4i64);
+                set(p, "BloscLevel", i64::from(first.codec.level));
+                set(p, "BloscShuffle", i64::from(first.codec.shuffle));
+                set(p, "BloscCompressor", i64::from(first.codec.compressor));
+            }
+            "zlib" => {
+                set(p, "Compression", 3i64);
+                set(p, "ZLevel", i64::from(first.codec.level));
+            }
+            "bslz4" => set(p, "Compression", 5i64),
+            "lz4" | "lz4hdf5" => set(p, "Compression", 6i64),
+            "jpeg" => set(p, "Compression", 7i64),
+            other => return Err(format!("frames compressed with '{other}' cannot be stored")),
+        }
+        let compression = match int(p, "Compression") {
+            1 => Compression::NBit {
+                precision: int(p, "NumDataBits").clamp(1, 64) as usize,
+                offset: int(p, "DataBitsOffset").clamp(0, 63) as usize,
+            },
+            2 => Compression::Szip {
+                pixels: (int(p, "SZipNumPixels").clamp(2, 32) as u8) & !1,
+            },
+            3 => Compression::Zlib {
+                level: int(p, "ZLevel").clamp(0, 9) as u8,
+            },
+            4 => Compression::Blosc(BloscParams {
+                compressor: BloscCompressor::from_index(int(p, "BloscCompressor"))
+                    .unwrap_or(BloscCompressor::BloscLZ),
+                clevel: int(p, "BloscLevel").clamp(0, 9) as u8,
+                shuffle: BloscShuffle::from_index(int(p, "BloscShuffle"))
+                    .unwrap_or(BloscShuffle::Byte),
+                num_threads: 1,
+                block_size: 0,
+            }),
+            5 => Compression::Bslz4,
+            6 => Compression::Lz4,
+            7 => Compression::Jpeg {
+                quality: int(p, "JPEGQuality").clamp(1, 100) as u8,
+            },
+            _ => Compression::None,
+        };
+        let mut dims = [0i64; 10];
+        for (d, name) in dims.iter_mut().zip(CHUNK_PARAMS) {
+            *d = int(p, name);
+        }
+        let multi = int(p, "FileWriteMode") != 0;
+        let num_capture = int(p, "NumCapture");
+        // NDFileHDF5::calculateAttributeChunking.
+        let attr_chunk = match int(p, "NDAttributeChunk") {
+            n if n > 0 => n,
+            _ if !multi => 1,
+            _ if num_capture > 0 => num_capture,
+            _ => 16 * 1024,
+        };
+        Ok(Settings {
+            compression,
+            chunks: ChunkRequest {
+                auto: int(p, "ChunkSizeAuto") != 0,
+                dims,
+                frames: int(p, "NumFramesChunks"),
+            },
+            attr_chunk: attr_chunk.clamp(1, 1 << 20) as usize,
+            align: int(p, "BoundaryAlign").max(0) as u64,
+            threshold: int(p, "BoundaryThreshold").max(0) as u64,
+            store_attr: int(p, "StoreAttr") != 0,
+            store_perform: int(p, "StorePerform") != 0,
+            flush_frames: int(p, "NumFramesFlush"),
+            swmr: int(p, "SWMRMode") != 0,
+            fill: p.index("FillValue").map_or(0.0, |i| p.get_f64(i)),
+            multi,
+        })
+    }
+
+    /// Publishes the chunk sizes and flush interval actually used (as NDFileHDF5 does).
+    pub fn publish(p: &ParamStore, per_dim: &[i64], frames_per_chunk: usize, flush: i64) {
+        for (name, v) in CHUNK_PARAMS.iter().zip(per_dim) {
+            set(p, name, *v);
+        }
+        set(p, "NumFramesChunks", frames_per_chunk as i64);
+        set(p, "NumFramesFlush", flush);
+    }
+}
