@@ -136,3 +136,84 @@ def pattern(type_name, n, uid):
         return (np.arange(n, dtype=np.float64) * 0.5 - uid).astype(dtype)
     # Integers wrap modulo 2^64 then truncate to the width (two's complement), as Rust's `as`.
     return (k * np.uint64(7) + np.uint64(13 * uid)).astype(dtype)
+
+
+def free_tcp_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class NdflowIoc:
+    """`ndflow run CONFIG` serving its PVs on free loopback ports, with p4p contexts that talk
+    to it (`ctx` unwraps normative types, `raw` does not). Stop with `close()` (SIGTERM: the IOC
+    stops acquisition, drains and exits)."""
+
+    def __init__(self, ndflow_bin, tmp, config, extra_env=None):
+        import time
+
+        from p4p.client.thread import Context
+
+        cfg = pathlib.Path(tmp) / "ioc.toml"
+        cfg.write_text(config)
+        tcp, udp = free_tcp_port(), free_udp_port()
+        env = dict(os.environ)
+        env.update(loopback_env())
+        env.update(
+            EPICS_PVAS_SERVER_PORT=str(tcp),
+            EPICS_PVA_SERVER_PORT=str(tcp),
+            EPICS_PVAS_BROADCAST_PORT=str(udp),
+            EPICS_PVA_BROADCAST_PORT=str(udp),
+        )
+        env.update(extra_env or {})
+        self.log = open(pathlib.Path(tmp) / "ioc.log", "w+")
+        self.proc = subprocess.Popen(
+            [str(ndflow_bin), "run", str(cfg), "--quiet"], env=env, stdout=self.log, stderr=subprocess.STDOUT
+        )
+        self.conf = {
+            "EPICS_PVA_ADDR_LIST": "127.0.0.1",
+            "EPICS_PVA_AUTO_ADDR_LIST": "NO",
+            "EPICS_PVA_BROADCAST_PORT": str(udp),
+            "EPICS_PVA_SERVER_PORT": str(tcp),
+            "EPICS_PVA_INTF_ADDR_LIST": "127.0.0.1",
+        }
+        self.ctx = Context("pva", conf=self.conf, useenv=False)
+        self.raw = Context("pva", conf=self.conf, useenv=False, nt=False)
+        self._time = time
+
+    def log_text(self):
+        self.log.seek(0)
+        return self.log.read()
+
+    def wait_for(self, pv, pred, timeout=20.0):
+        """Polls `pv` until `pred(value)`; fails with the IOC's log otherwise."""
+        import pytest
+
+        deadline = self._time.time() + timeout
+        last = None
+        while self._time.time() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail("IOC exited:\n" + self.log_text())
+            try:
+                last = self.ctx.get(pv, timeout=1.0)
+                if pred(last):
+                    return last
+            except Exception as e:  # not served yet
+                last = e
+            self._time.sleep(0.05)
+        pytest.fail(f"{pv} never satisfied the condition (last {last!r})\n" + self.log_text())
+
+    def close(self):
+        self.raw.close()
+        self.ctx.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def enum_index(v):
+    """Index of an NTEnum value as p4p returns it."""
+    return v.raw.value.index

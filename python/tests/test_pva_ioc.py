@@ -8,18 +8,14 @@ Loopback only: the IOC and the clients get ../shared/loopback.env with per-test 
 
 import io
 import os
-import pathlib
 import queue
-import socket
 import subprocess
 import time
 
 import numpy as np
 import pytest
+from pva_util import NdflowIoc
 
-from p4p.client.thread import Context
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 P = "T13:"
 
 DTYPES = {
@@ -34,22 +30,6 @@ DTYPES = {
     "Float32": np.float32,
     "Float64": np.float64,
 }
-
-
-def loopback_env():
-    env = dict(os.environ)
-    for line in (ROOT.parent / "shared" / "loopback.env").read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            k, v = line.split("=", 1)
-            env[k] = v
-    return env
-
-
-def free_port(kind=socket.SOCK_STREAM):
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 CONFIG = """
@@ -99,49 +79,14 @@ BlockingCallbacks = "Yes"
 
 @pytest.fixture(scope="module")
 def ioc(ndflow_bin, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("pva_ioc")
-    cfg = tmp / "ioc.toml"
-    cfg.write_text(CONFIG.replace("{P}", P))
-    tcp, udp = free_port(), free_port(socket.SOCK_DGRAM)
-    env = loopback_env()
-    env.update(
-        EPICS_PVAS_SERVER_PORT=str(tcp),
-        EPICS_PVA_SERVER_PORT=str(tcp),
-        EPICS_PVAS_BROADCAST_PORT=str(udp),
-        EPICS_PVA_BROADCAST_PORT=str(udp),
-    )
-    log = open(tmp / "ioc.log", "w+")
-    proc = subprocess.Popen([str(ndflow_bin), "run", str(cfg), "--quiet"], env=env, stdout=log, stderr=subprocess.STDOUT)
-    conf = {
-        "EPICS_PVA_ADDR_LIST": "127.0.0.1",
-        "EPICS_PVA_AUTO_ADDR_LIST": "NO",
-        "EPICS_PVA_BROADCAST_PORT": str(udp),
-        "EPICS_PVA_SERVER_PORT": str(tcp),
-        "EPICS_PVA_INTF_ADDR_LIST": "127.0.0.1",
-    }
-    ctx = Context("pva", conf=conf, useenv=False)
-    # The same server seen without p4p's NT unwrapping (codec fields, uniqueId, type id).
-    ctx.raw = Context("pva", conf=conf, useenv=False, nt=False)
+    ioc = NdflowIoc(ndflow_bin, tmp_path_factory.mktemp("pva_ioc"), CONFIG.replace("{P}", P))
     try:
-        deadline = time.time() + 20
-        while True:
-            try:
-                ctx.get(P + "cam1:Model_RBV", timeout=1.0)
-                break
-            except Exception:
-                if proc.poll() is not None or time.time() > deadline:
-                    log.seek(0)
-                    pytest.fail("IOC did not serve PVs:\n" + log.read())
-        yield ctx, env, conf
+        ioc.wait_for(P + "cam1:Model_RBV", lambda v: True)
+        ctx = ioc.ctx
+        ctx.raw = ioc.raw
+        yield ctx, None, ioc.conf
     finally:
-        ctx.raw.close()
-        ctx.close()
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        ioc.close()
 
 
 def acquire_one(ctx):

@@ -7,98 +7,15 @@ attributes and codec.
 Loopback only (../shared/loopback.env with per-test free ports).
 """
 
-import os
-import pathlib
-import socket
-import subprocess
 import time
 
 import numpy as np
-import pytest
 import tifffile
-
-from p4p.client.thread import Context
 from p4p.nt import NTNDArray
 from p4p.server import Server
 from p4p.server.thread import SharedPV
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def loopback_env():
-    env = dict(os.environ)
-    for line in (ROOT.parent / "shared" / "loopback.env").read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            k, v = line.split("=", 1)
-            env[k] = v
-    return env
-
-
-def free_port(kind=socket.SOCK_STREAM):
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Ioc:
-    """`ndflow run CONFIG` on free pvAccess ports, with a p4p context that talks to it."""
-
-    def __init__(self, ndflow_bin, tmp, config, extra_env=None):
-        cfg = tmp / "ioc.toml"
-        cfg.write_text(config)
-        tcp, udp = free_port(), free_port(socket.SOCK_DGRAM)
-        env = loopback_env()
-        env.update(
-            EPICS_PVAS_SERVER_PORT=str(tcp),
-            EPICS_PVA_SERVER_PORT=str(tcp),
-            EPICS_PVAS_BROADCAST_PORT=str(udp),
-            EPICS_PVA_BROADCAST_PORT=str(udp),
-        )
-        env.update(extra_env or {})
-        self.log = open(tmp / "ioc.log", "w+")
-        self.proc = subprocess.Popen([str(ndflow_bin), "run", str(cfg), "--quiet"], env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        self.ctx = Context(
-            "pva",
-            conf={
-                "EPICS_PVA_ADDR_LIST": "127.0.0.1",
-                "EPICS_PVA_AUTO_ADDR_LIST": "NO",
-                "EPICS_PVA_BROADCAST_PORT": str(udp),
-                "EPICS_PVA_SERVER_PORT": str(tcp),
-            },
-            useenv=False,
-        )
-
-    def wait_for(self, pv, pred, timeout=20.0):
-        deadline = time.time() + timeout
-        last = None
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                self.log.seek(0)
-                pytest.fail("IOC exited:\n" + self.log.read())
-            try:
-                last = self.ctx.get(pv, timeout=1.0)
-                if pred(last):
-                    return last
-            except Exception as e:  # not served yet
-                last = e
-            time.sleep(0.05)
-        self.log.seek(0)
-        pytest.fail(f"{pv} never satisfied the condition (last {last!r})\n" + self.log.read())
-
-    def close(self):
-        self.ctx.close()
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-
-
-def enum_index(v):
-    return v.raw.value.index
-
+from pva_util import NdflowIoc as Ioc
+from pva_util import enum_index
 
 def test_p4p_server_to_pvadriver_to_tiff(ndflow_bin, tmp_path):
     ny, nx, nframes = 20, 30, 5
