@@ -61,6 +61,14 @@ NDArrayPort = "SIM1"
 BlockingCallbacks = "Yes"
 
 [[port]]
+name = "IMAGE2"
+type = "stdarrays"
+prefix = "image2:"
+NDArrayPort = "SIM1"
+BlockingCallbacks = "Yes"
+ArrayDataType = "UInt16"
+
+[[port]]
 name = "CODEC1"
 type = "codec"
 prefix = "Codec1:"
@@ -167,6 +175,19 @@ def test_ntndarray_pixels_every_type(ioc, dtype):
     assert raw.getID() == "epics:nt/NTNDArray:1.0"
     assert raw["uniqueId"] == ctx.get(P + "cam1:ArrayCounter_RBV")
     assert img.attrib["ColorMode"] == 0
+
+
+def test_array_pv_typed_by_array_data_type(ioc):
+    """With ArrayDataType fixed in the config, ArrayData is an NTScalarArray of that type."""
+    ctx, _, _ = ioc
+    ctx.put(P + "cam1:DataType", "UInt16")
+    ctx.put(P + "cam1:ColorMode", "Mono")
+    acquire_one(ctx)
+    time.sleep(0.05)
+    arr = np.asarray(ctx.get(P + "image2:ArrayData"))
+    img = ctx.get(P + "Pva1:Image")
+    assert arr.dtype == np.uint16
+    assert np.array_equal(arr, img.flatten())
 
 
 @pytest.mark.parametrize("mode,shape", [("RGB1", (24, 40, 3)), ("RGB2", (24, 3, 40)), ("RGB3", (3, 24, 40))])

@@ -123,7 +123,10 @@ pub fn serve_params(
         let store = handle.params().clone();
         let mut params = Vec::new();
         for (idx, def) in store.defs().iter().copied().enumerate() {
-            let desc = pv_desc(def);
+            let desc = match def.kind {
+                ParamKind::Array(declared) => array_desc(&store, declared),
+                _ => pv_desc(def),
+            };
             let initial = store.get(idx).unwrap_or_else(|| def.default_value());
             let mut pvs = Vec::new();
             for suffix in def.pv_names() {
@@ -232,6 +235,18 @@ fn int_type(def: &ParamDef) -> ScalarType {
     }
 }
 
+/// An array PV keeps one element type for its life: the port's `ArrayDataType` when the
+/// config fixed it (StdArrays), else the declared type.
+fn array_desc(store: &ParamStore, declared: ndflow_core::DataType) -> FieldDesc {
+    let chosen = store
+        .index("ArrayDataType")
+        .map(|i| store.get_i64(i))
+        .filter(|&i| i > 0) // 0 = Automatic
+        .and_then(|i| ndflow_core::DataType::from_index(i - 1))
+        .unwrap_or(declared);
+    ndflow_pva::nt::scalar_array::desc(scalar_type(chosen))
+}
+
 /// The normative type of a parameter's PV.
 pub fn pv_desc(def: &ParamDef) -> FieldDesc {
     use ndflow_pva::nt;
@@ -275,13 +290,18 @@ pub fn to_value(def: &ParamDef, desc: &FieldDesc, pv: &ParamValue) -> Value {
                 Value::StringArray(choices.iter().map(|s| s.to_string()).collect()),
             );
         }
-        (ParamKind::Array(declared), ParamValue::Array(a)) => {
+        (ParamKind::Array(_), ParamValue::Array(a)) => {
             // A PV keeps one type for its life, so an array of another element type (StdArrays'
-            // ArrayData follows the frame) is served as its raw bytes in the declared type;
-            // clients reinterpret them (numpy `.view(dtype)`), nothing is converted or copied.
-            let ty = scalar_type(*declared);
+            // ArrayData with ArrayDataType Automatic follows the frame) is served as its raw
+            // bytes in the PV's type; clients reinterpret them (numpy `.view(dtype)`), nothing
+            // is converted or copied.
+            let ty = match desc.find("value") {
+                Some((_, FieldDesc::ScalarArray(t))) => *t,
+                _ => scalar_type(a.data_type),
+            };
+            let size = ty.size().unwrap_or(1).max(1);
             let n = a.len() * a.data_type.size();
-            let n = n - n % declared.size();
+            let n = n - n % size;
             let shared = SharedBytes::from_owner(ArrayBytes(a.buffer.clone()));
             if let Some(arr) = shared
                 .slice(0, n.min(shared.len()))
