@@ -165,8 +165,14 @@ def test_ntndarray_pixels_every_type(ioc, dtype):
     ctx, _, _ = ioc
     ctx.put(P + "cam1:DataType", dtype)
     ctx.put(P + "cam1:ColorMode", "Mono")
-    acquire_one(ctx)
-    img = ctx.get(P + "Pva1:Image")
+    updates = queue.Queue()
+    sub = ctx.monitor(P + "Pva1:Image", updates.put, request="record[pipeline=true,queueSize=4]")
+    try:
+        updates.get(timeout=5)  # the current value, on subscribing
+        acquire_one(ctx)
+        img = updates.get(timeout=5)  # the new frame, pushed by the monitor
+    finally:
+        sub.close()
     ref = ctx.get(P + "image1:ArrayData")
     assert img.dtype == DTYPES[dtype]
     assert img.shape == (24, 40)
