@@ -125,7 +125,10 @@ fn bundled_examples_parse_and_build() {
             include_str!("../../../examples/rivers2013.toml"),
         ),
         ("demo.toml", include_str!("../../../examples/demo.toml")),
-        ("pva_ioc.toml", include_str!("../../../examples/pva_ioc.toml")),
+        (
+            "pva_ioc.toml",
+            include_str!("../../../examples/pva_ioc.toml"),
+        ),
     ] {
         let cfg = Config::parse(text, name).unwrap();
         let mut cfg = cfg.clone();
