@@ -12,33 +12,19 @@ use crate::wire::{
 
 use super::config::AuthMethod;
 
-/// Application command codes (§1.8).
-pub mod cmd {
-    pub const BEACON: u8 = 0x00;
-    pub const CONNECTION_VALIDATION: u8 = 0x01;
-    pub const ECHO: u8 = 0x02;
-    pub const SEARCH: u8 = 0x03;
-    pub const SEARCH_RESPONSE: u8 = 0x04;
-    pub const CREATE_CHANNEL: u8 = 0x07;
-    pub const DESTROY_CHANNEL: u8 = 0x08;
-    pub const CONNECTION_VALIDATED: u8 = 0x09;
-    pub const GET: u8 = 0x0A;
-    pub const PUT: u8 = 0x0B;
-    pub const MONITOR: u8 = 0x0D;
-    pub const DESTROY_REQUEST: u8 = 0x0F;
-    pub const GET_FIELD: u8 = 0x11;
-    pub const MESSAGE: u8 = 0x12;
-    pub const ORIGIN_TAG: u8 = 0x16;
-}
+/// Application command codes: the transport's, shared with the server.
+pub use crate::transport::cmd;
 
-/// Subcommand bits.
+/// Subcommand bits, under the names the client code uses (values from [`crate::transport::subcmd`]).
 pub mod sub {
+    use crate::transport::subcmd;
     pub const EXEC: u8 = 0x00;
-    pub const START: u8 = 0x04;
-    pub const INIT: u8 = 0x08;
-    pub const DESTROY: u8 = 0x10;
-    pub const GET: u8 = 0x40;
-    pub const PIPELINE: u8 = 0x80;
+    /// MONITOR start = PROCESS | GET (sent as 0x44).
+    pub const START: u8 = subcmd::PROCESS;
+    pub const INIT: u8 = subcmd::INIT;
+    pub const DESTROY: u8 = subcmd::DESTROY;
+    pub const GET: u8 = subcmd::GET;
+    pub const PIPELINE: u8 = subcmd::PIPELINE;
 }
 
 /// Search flag: the request was sent unicast.
