@@ -9,21 +9,11 @@ import pathlib
 import subprocess
 
 import numpy as np
+from ndtypes import ND_TYPES
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
-TYPES = {
-    "Int8": np.int8,
-    "UInt8": np.uint8,
-    "Int16": np.int16,
-    "UInt16": np.uint16,
-    "Int32": np.int32,
-    "UInt32": np.uint32,
-    "Int64": np.int64,
-    "UInt64": np.uint64,
-    "Float32": np.float32,
-    "Float64": np.float64,
-}
+TYPES = ND_TYPES
 
 DATA = "/entry/instrument/detector/data"
 LINK = "/entry/data/data"

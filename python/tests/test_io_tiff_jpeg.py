@@ -9,24 +9,14 @@ import pathlib
 import subprocess
 
 import numpy as np
+from ndtypes import ND_TYPES
 import pytest
 import tifffile
 from PIL import Image
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
-TYPES = {
-    "Int8": np.int8,
-    "UInt8": np.uint8,
-    "Int16": np.int16,
-    "UInt16": np.uint16,
-    "Int32": np.int32,
-    "UInt32": np.uint32,
-    "Int64": np.int64,
-    "UInt64": np.uint64,
-    "Float32": np.float32,
-    "Float64": np.float64,
-}
+TYPES = ND_TYPES
 
 
 @pytest.fixture(scope="session")

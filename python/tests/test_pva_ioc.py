@@ -13,23 +13,13 @@ import subprocess
 import time
 
 import numpy as np
+from ndtypes import ND_TYPES
 import pytest
 from pva_util import NdflowIoc
 
 P = "T13:"
 
-DTYPES = {
-    "Int8": np.int8,
-    "UInt8": np.uint8,
-    "Int16": np.int16,
-    "UInt16": np.uint16,
-    "Int32": np.int32,
-    "UInt32": np.uint32,
-    "Int64": np.int64,
-    "UInt64": np.uint64,
-    "Float32": np.float32,
-    "Float64": np.float64,
-}
+DTYPES = ND_TYPES
 
 
 CONFIG = """
