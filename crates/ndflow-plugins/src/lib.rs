@@ -13,9 +13,11 @@
 //! | `roi.rs` | NDPluginROI: N-D region, binning, reverse, scale, type, collapse |
 //! | `stats.rs` | NDPluginStats: statistics, centroid/moments, profiles, histogram |
 //! | `std_arrays.rs` | NDPluginStdArrays: the latest frame as an array parameter |
+//! | `transform.rs` | NDPluginTransform: rotations and mirrors of a 2-D Mono/RGB image |
 
 pub mod codec;
 pub mod process;
 pub mod roi;
 pub mod stats;
 pub mod std_arrays;
+pub mod transform;
