@@ -1,0 +1,5 @@
+pub struct Client;
+pub struct ClientConfig;
+pub struct ClientError;
+pub struct Reading;
+pub struct Subscription;

@@ -1,0 +1,226 @@
+//! The Channel Access server: serves [`CaPv`](crate::CaPv)s found through a
+//! [`PvProvider`](crate::PvProvider) to libca (pyepics, MEDM, CS-Studio), caproto and our own
+//! client.
+//!
+//! It runs on its own Tokio runtime, so callers stay plain sync code: an accept loop per
+//! interface, per connection a reader (`session`: the protocol state) and a writer (the only
+//! task writing the socket: replies, put completions, monitor updates), a UDP search loop and
+//! a beacon loop. TCP and UDP share the port number, the UDP socket with SO_REUSEADDR so that
+//! another server on the host can bind it too (as RSRV does).
+//!
+//! Files, one concern each: `config` (environment), `fields` (record fields and DBR replies),
+//! `monitor` (one subscription's queue), `session` (message handling), `connection` (socket
+//! tasks), `udp` (search and beacons).
+
+pub mod config;
+mod connection;
+mod fields;
+mod monitor;
+mod session;
+mod udp;
+
+#[doc(hidden)]
+pub mod fuzz;
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::{TcpListener, UdpSocket};
+use tokio::runtime::Runtime;
+use tokio::sync::watch;
+
+pub use config::{ConfigError, ServerConfig};
+pub use fields::{SEVERITY_STRINGS, STATUS_STRINGS};
+
+use crate::pv::PvProvider;
+
+/// What every connection of one server shares.
+pub(crate) struct ServerShared {
+    pub(crate) provider: Arc<dyn PvProvider>,
+    pub(crate) cfg: ServerConfig,
+    pub(crate) tcp_port: u16,
+    connections: AtomicUsize,
+    channels: AtomicI64,
+}
+
+impl ServerShared {
+    pub(crate) fn new(provider: Arc<dyn PvProvider>, cfg: ServerConfig, tcp_port: u16) -> Self {
+        Self {
+            provider,
+            cfg,
+            tcp_port,
+            connections: AtomicUsize::new(0),
+            channels: AtomicI64::new(0),
+        }
+    }
+
+    pub(crate) fn channels(&self, delta: i64) {
+        self.channels.fetch_add(delta, Ordering::Relaxed);
+    }
+}
+
+/// A running server. Stops (SERVER_DISCONN to clients, sockets closed, threads joined) on
+/// [`Server::stop`] or drop.
+pub struct Server {
+    shared: Arc<ServerShared>,
+    tcp_addr: SocketAddr,
+    udp_addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    runtime: Option<Runtime>,
+}
+
+impl Server {
+    /// Bind TCP and UDP on every configured interface and start serving.
+    pub fn start(cfg: ServerConfig, provider: Arc<dyn PvProvider>) -> io::Result<Server> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cfg.worker_threads.max(1))
+            .thread_name("ca-server")
+            .enable_all()
+            .build()?;
+        if cfg.interfaces.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no interface to bind",
+            ));
+        }
+        let _ctx = runtime.enter();
+        let mut listeners = Vec::new();
+        let mut udps = Vec::new();
+        let mut port = cfg.tcp_port;
+        for &ip in &cfg.interfaces {
+            // Port 0: the first bind picks one; the other interfaces and UDP use the same.
+            let l = std::net::TcpListener::bind((ip, port))?;
+            port = l.local_addr()?.port();
+            l.set_nonblocking(true)?;
+            listeners.push(TcpListener::from_std(l)?);
+            udps.push(Arc::new(bind_udp(SocketAddr::new(ip, port))?));
+        }
+        let tcp_addr = listeners[0].local_addr()?;
+        let udp_addr = udps[0].local_addr()?;
+        let shared = Arc::new(ServerShared::new(provider, cfg.clone(), port));
+        let (shutdown, rx) = watch::channel(false);
+        for l in listeners {
+            runtime.spawn(accept_loop(l, Arc::clone(&shared), rx.clone()));
+        }
+        for u in &udps {
+            runtime.spawn(udp::search_loop(
+                Arc::clone(u),
+                Arc::clone(&shared),
+                rx.clone(),
+            ));
+        }
+        runtime.spawn(udp::beacon_loop(
+            Arc::clone(&udps[0]),
+            Arc::clone(&shared),
+            cfg.beacon_destinations(),
+            cfg.beacon_period,
+            rx,
+        ));
+        drop(_ctx);
+        Ok(Server {
+            shared,
+            tcp_addr,
+            udp_addr,
+            shutdown,
+            runtime: Some(runtime),
+        })
+    }
+
+    pub fn tcp_addr(&self) -> SocketAddr {
+        self.tcp_addr
+    }
+
+    pub fn udp_addr(&self) -> SocketAddr {
+        self.udp_addr
+    }
+
+    /// Open TCP connections.
+    pub fn connections(&self) -> usize {
+        self.shared.connections.load(Ordering::Relaxed)
+    }
+
+    /// Open channels over all connections.
+    pub fn channels(&self) -> usize {
+        usize::try_from(self.shared.channels.load(Ordering::Relaxed)).unwrap_or(0)
+    }
+
+    /// Tell clients (SERVER_DISCONN), close every socket and join the server's threads.
+    pub fn stop(mut self) {
+        self.shutdown_now();
+    }
+
+    fn shutdown_now(&mut self) {
+        let _ = self.shutdown.send(true);
+        if let Some(rt) = self.runtime.take() {
+            // Give connections a moment to send SERVER_DISCONN and close.
+            let t0 = Instant::now();
+            while self.connections() > 0 && t0.elapsed() < Duration::from_secs(1) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if tokio::runtime::Handle::try_current().is_ok() {
+                rt.shutdown_background();
+            } else {
+                rt.shutdown_timeout(Duration::from_secs(2));
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown_now();
+    }
+}
+
+fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    sock.set_reuse_address(true)?;
+    if matches!(addr.ip(), IpAddr::V4(ip) if ip.is_unspecified()) {
+        // Only an all-interfaces server may need to send beacons to a broadcast address.
+        sock.set_broadcast(true)?;
+    }
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())?;
+    UdpSocket::from_std(sock.into())
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    srv: Arc<ServerShared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.changed() => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                if srv.connections.load(Ordering::Relaxed) >= srv.cfg.max_connections {
+                    tracing::warn!("CA server: connection limit reached, refusing {peer}");
+                    drop(stream);
+                    continue;
+                }
+                let _ = stream.set_nodelay(true);
+                // Keepalive finds peers that vanished without a FIN while nothing is sent.
+                let sock = socket2::SockRef::from(&stream);
+                let ka = socket2::TcpKeepalive::new()
+                    .with_time(Duration::from_secs(30))
+                    .with_interval(Duration::from_secs(10));
+                let _ = sock.set_tcp_keepalive(&ka);
+                srv.connections.fetch_add(1, Ordering::Relaxed);
+                let srv2 = Arc::clone(&srv);
+                let rx = shutdown.clone();
+                tokio::spawn(async move {
+                    connection::run(stream, peer, Arc::clone(&srv2), rx).await;
+                    srv2.connections.fetch_sub(1, Ordering::Relaxed);
+                });
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
