@@ -55,6 +55,33 @@ def free_udp_port():
         return s.getsockname()[1]
 
 
+def free_tcp_udp_port():
+    """A port number free for both TCP and UDP on 127.0.0.1 (Channel Access uses one for both)."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
+            t.bind(("127.0.0.1", 0))
+            port = t.getsockname()[1]
+            try:
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+                    u.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no port free for both TCP and UDP")
+
+
+def ca_client_env(ca_port, repeater_port):
+    """Environment for a Channel Access client (libca, caproto) talking to one server."""
+    env = loopback_env()
+    env.update(
+        EPICS_CA_ADDR_LIST="127.0.0.1",
+        EPICS_CA_AUTO_ADDR_LIST="NO",
+        EPICS_CA_SERVER_PORT=str(ca_port),
+        EPICS_CA_REPEATER_PORT=str(repeater_port),
+    )
+    return env
+
+
 def target_dir():
     return pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
 
@@ -157,6 +184,8 @@ class NdflowIoc:
         cfg = pathlib.Path(tmp) / "ioc.toml"
         cfg.write_text(config)
         tcp, udp = free_tcp_port(), free_udp_port()
+        # Channel Access on its own free ports too (TCP and UDP share the number, as RSRV's).
+        self.ca_port, self.ca_repeater = free_tcp_udp_port(), free_udp_port()
         env = dict(os.environ)
         env.update(loopback_env())
         env.update(
@@ -164,6 +193,9 @@ class NdflowIoc:
             EPICS_PVA_SERVER_PORT=str(tcp),
             EPICS_PVAS_BROADCAST_PORT=str(udp),
             EPICS_PVA_BROADCAST_PORT=str(udp),
+            EPICS_CA_SERVER_PORT=str(self.ca_port),
+            EPICS_CAS_SERVER_PORT=str(self.ca_port),
+            EPICS_CA_REPEATER_PORT=str(self.ca_repeater),
         )
         env.update(extra_env or {})
         self.log = open(pathlib.Path(tmp) / "ioc.log", "w+")

@@ -31,5 +31,7 @@ pub use ndarray::{
     ArrayInfo, BayerPattern, Codec, ColorMode, Dim, EpicsTimeStamp, NDArray, MAX_DIMS,
     POSIX_TO_EPICS_EPOCH,
 };
-pub use param::{Access, ArrayValue, ParamDef, ParamError, ParamKind, ParamStore, ParamValue};
+pub use param::{
+    Access, ArrayValue, ParamDef, ParamError, ParamKind, ParamStore, ParamValue, RecordHint,
+};
 pub use pool::{Buffer, BufferMut, Pool, PoolStats};

@@ -51,6 +51,30 @@ impl ParamKind {
     }
 }
 
+/// What kind of areaDetector record a parameter is served as, where its kind alone does not
+/// say: a string longer than 40 characters is a `waveform` of CHAR (FilePath, FileName, …) in
+/// ADCore's templates, and a command whose put completes only when the operation has ended
+/// (Capture, WriteFile) is a `busy` record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordHint {
+    /// The natural record of the kind (ao/ai, longout/longin, bo/bi, mbbo/mbbi, stringout/in).
+    Auto,
+    /// A char waveform holding a NUL-terminated string.
+    LongString,
+    /// A busy record: a non-zero write completes when the value returns to 0.
+    Busy,
+    /// A bo record whose put completes as a busy record's does (ADBase's Acquire: a put
+    /// callback returns when the acquisition has ended).
+    BoCompletes,
+}
+
+impl RecordHint {
+    /// Whether a non-zero put completes only when the value is back to 0.
+    pub fn completes_when_done(self) -> bool {
+        matches!(self, RecordHint::Busy | RecordHint::BoCompletes)
+    }
+}
+
 /// The compile-time default of a parameter.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum DefaultValue {
@@ -71,6 +95,7 @@ pub struct ParamDef {
     pub min: Option<f64>,
     pub max: Option<f64>,
     pub desc: &'static str,
+    pub record: RecordHint,
 }
 
 impl ParamDef {
@@ -83,6 +108,7 @@ impl ParamDef {
             min: None,
             max: None,
             desc: "",
+            record: RecordHint::Auto,
         }
     }
     pub const fn int32(name: &'static str, default: i32) -> ParamDef {
@@ -137,6 +163,21 @@ impl ParamDef {
     }
     pub const fn range(self, min: f64, max: f64) -> ParamDef {
         self.min(min).max(max)
+    }
+    /// Served as a char waveform (a string that may exceed 40 characters).
+    pub const fn long_string(mut self) -> ParamDef {
+        self.record = RecordHint::LongString;
+        self
+    }
+    /// A busy record: a put of a non-zero value completes when the value is back to 0.
+    pub const fn busy(mut self) -> ParamDef {
+        self.record = RecordHint::Busy;
+        self
+    }
+    /// Like [`Self::busy`] but served as a bo record (ADBase's Acquire).
+    pub const fn completes_when_done(mut self) -> ParamDef {
+        self.record = RecordHint::BoCompletes;
+        self
     }
     pub const fn doc(mut self, desc: &'static str) -> ParamDef {
         self.desc = desc;

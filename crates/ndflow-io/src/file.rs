@@ -74,18 +74,18 @@ pub trait Format: Send + 'static {
 macro_rules! ndfile_params {
     ($template:expr $(; $extra:expr)* $(;)?) => {
         &[
-            ::ndflow_core::ParamDef::string("FilePath", "").doc("Directory of the files (a trailing / is added)"),
+            ::ndflow_core::ParamDef::string("FilePath", "").long_string().doc("Directory of the files (a trailing / is added)"),
             ::ndflow_core::ParamDef::enumeration("FilePathExists", &["No", "Yes"], 0).read_only().doc("Whether FilePath is an existing directory"),
             ::ndflow_core::ParamDef::int32("CreateDirectory", 0).doc("0 none; -N create at most the last N levels; +N require the first N levels"),
-            ::ndflow_core::ParamDef::string("FileName", "").doc("Base file name"),
+            ::ndflow_core::ParamDef::string("FileName", "").long_string().doc("Base file name"),
             ::ndflow_core::ParamDef::int32("FileNumber", 0).doc("Number of the next file"),
             ::ndflow_core::ParamDef::yes_no("AutoIncrement", 0).doc("Increment FileNumber after each file"),
-            ::ndflow_core::ParamDef::string("FileTemplate", $template).doc("printf of (FilePath, FileName, FileNumber): %s %s %d forms"),
-            ::ndflow_core::ParamDef::string("FullFileName", "").read_only().doc("Name of the last file written"),
+            ::ndflow_core::ParamDef::string("FileTemplate", $template).long_string().doc("printf of (FilePath, FileName, FileNumber): %s %s %d forms"),
+            ::ndflow_core::ParamDef::string("FullFileName", "").read_only().long_string().doc("Name of the last file written"),
             ::ndflow_core::ParamDef::yes_no("AutoSave", 0).doc("Single: write every frame; Capture: write when the buffer is full"),
-            ::ndflow_core::ParamDef::enumeration("WriteFile", &["Done", "Write"], 0).doc("Write the latest frame (Single) or the capture buffer (Capture)"),
+            ::ndflow_core::ParamDef::enumeration("WriteFile", &["Done", "Write"], 0).busy().doc("Write the latest frame (Single) or the capture buffer (Capture)"),
             ::ndflow_core::ParamDef::enumeration("FileWriteMode", &["Single", "Capture", "Stream"], 0).doc("Single / Capture / Stream"),
-            ::ndflow_core::ParamDef::enumeration("Capture", &["Done", "Capture"], 0).doc("Start (1) / stop (0) Capture or Stream"),
+            ::ndflow_core::ParamDef::enumeration("Capture", &["Done", "Capture"], 0).busy().doc("Start (1) / stop (0) Capture or Stream"),
             ::ndflow_core::ParamDef::int32("NumCapture", 1).min(0.0).doc("Frames to capture or stream (Stream: 0 = unlimited)"),
             ::ndflow_core::ParamDef::int32("NumCaptured", 0).read_only().doc("Frames captured or streamed so far"),
             ::ndflow_core::ParamDef::enumeration("FreeCapture", &["Done", "Free"], 0).doc("Discard the capture buffer"),
@@ -93,7 +93,7 @@ macro_rules! ndfile_params {
             ::ndflow_core::ParamDef::yes_no("LazyOpen", 0).doc("Stream: open the file on the first frame, not on Capture"),
             ::ndflow_core::ParamDef::string("TempSuffix", "").doc("Write to name+suffix, rename on close"),
             ::ndflow_core::ParamDef::enumeration("WriteStatus", &["WriteOK", "WriteError"], 0).read_only().doc("Status of the last write"),
-            ::ndflow_core::ParamDef::string("WriteMessage", "").read_only().doc("Error message of the last write"),
+            ::ndflow_core::ParamDef::string("WriteMessage", "").read_only().long_string().doc("Error message of the last write"),
             ::ndflow_core::ParamDef::int32("FramesNotWritten", 0).read_only().doc("Frames lost to write errors"),
             $($extra,)*
         ]

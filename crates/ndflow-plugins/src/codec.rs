@@ -55,6 +55,7 @@ pub const CODEC_PARAMS: &[ParamDef] = &[
         .doc("Result of the last frame"),
     ParamDef::string("CodecError", "")
         .read_only()
+        .long_string()
         .doc("Why the last frame failed"),
 ];
 

@@ -58,6 +58,13 @@ impl PvRequest {
             .is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "1"))
     }
 
+    /// `record._options.block` is true: a PUT answers when the operation it starts has ended
+    /// (p4p `put(wait=True)`, pvxs `.put().set(...).exec()` with `record[block=true]`).
+    pub fn block(&self) -> bool {
+        self.option("block")
+            .is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "1"))
+    }
+
     /// `queueSize`, at least 1 (2 when pipelining, as pvxs requires); default 4.
     pub fn queue_size(&self) -> u32 {
         let q = self

@@ -17,6 +17,7 @@ mod channel_ops;
 pub mod config;
 mod connection;
 mod monitor;
+mod put_reply;
 mod search;
 mod session;
 pub mod shared_pv;
@@ -37,11 +38,18 @@ use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
 pub use config::{ConfigError, ServerConfig};
-pub use shared_pv::{PostError, PutHandler, SharedPv, DEFAULT_LOSSLESS_WAIT};
+pub use put_reply::{ClientId, PutReply};
+pub use shared_pv::{DeferredPutHandler, PostError, PutHandler, SharedPv, DEFAULT_LOSSLESS_WAIT};
 
 /// Where the server finds PVs by name.
 pub trait ChannelProvider: Send + Sync + 'static {
     fn lookup(&self, name: &str) -> Option<SharedPv>;
+    /// The PV for one client's channel: `None` refuses the channel (access rules that hide a
+    /// PV from some clients). Defaults to [`ChannelProvider::lookup`].
+    fn lookup_for(&self, name: &str, client: &ClientId) -> Option<SharedPv> {
+        let _ = client;
+        self.lookup(name)
+    }
 }
 
 /// A name → PV map; PVs can be added and removed while serving (a removed PV stays served to

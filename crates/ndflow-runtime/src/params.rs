@@ -102,7 +102,9 @@ pub const ARRAY_BASE_PARAMS: &[ParamDef] = &[
         .read_only()
         .doc("Bayer pattern of the last array"),
     ParamDef::enable("ArrayCallbacks", 1).doc("Pass arrays downstream"),
-    ParamDef::string("NDAttributesFile", "").doc("Attribute definition file"),
+    ParamDef::string("NDAttributesFile", "")
+        .long_string()
+        .doc("Attribute definition file"),
 ];
 
 /// NDPluginDriver's parameters plus ndflow's per-reason drop accounting.
@@ -212,6 +214,7 @@ pub const DRIVER_PARAMS: &[ParamDef] = &[
         .read_only()
         .doc("Firmware version"),
     ParamDef::enumeration("Acquire", &["Done", "Acquire"], 0)
+        .completes_when_done()
         .doc("Start (1) / stop (0) acquisition; readback 0 when complete"),
     ParamDef::enumeration("AcquireBusy", &["Done", "Acquiring"], 0)
         .read_only_plain()
@@ -276,6 +279,7 @@ pub const DRIVER_PARAMS: &[ParamDef] = &[
         .doc("Detector state"),
     ParamDef::string("StatusMessage", "")
         .read_only()
+        .long_string()
         .doc("Status or error message"),
     ParamDef::int32("ReadStatus", 0).doc("Write 1 to refresh readbacks"),
     ParamDef::float64("Temperature", 25.0).doc("Temperature set point"),

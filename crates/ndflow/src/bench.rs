@@ -79,7 +79,7 @@ fn run_row(period: f64, frames: u32, set: &[(String, String, String)]) -> Result
         p.settings.retain(|s| s.key != "Acquire");
     }
     cfg_idle
-        .build(&graph, &crate::pva::PvDirectory::default())
+        .build(&graph, &crate::pva::ImagePvs::default())
         .map_err(|e| e.to_string())?;
     let put = |k: &str, v: ndflow_core::ParamValue| {
         graph

@@ -23,7 +23,7 @@ use ndflow_pva::{BitSet, ByteOrder, NumArray, SharedBytes};
 use serde_json::{json, Value as Json};
 
 use crate::pva::plugin::PvaPlugin;
-use crate::pva::PvDirectory;
+use crate::pva::ImagePvs;
 
 pub struct PvaBenchOptions {
     /// (width, height, frames) per row.
@@ -153,7 +153,7 @@ fn pixels(w: usize, h: usize) -> SharedBytes {
 
 /// An ndflow server with one lossless NTNDArray PV; returns (server, pv, udp port).
 fn ndflow_server(name: &str) -> Result<(Server, ndflow_pva::server::SharedPv, u16), String> {
-    let dir = Arc::new(PvDirectory::default());
+    let dir = Arc::new(ImagePvs::default());
     let pv = PvaPlugin::new_pv();
     pv.set_lossless(true);
     dir.add(name.to_string(), pv.clone())?;

@@ -16,7 +16,8 @@ use ndflow_core::ParamValue;
 use ndflow_runtime::Graph;
 use toml_edit::{Document, Item, Table, Value};
 
-use crate::pva::PvDirectory;
+use crate::access::{AccessRule, AccessRules, Rights};
+use crate::pva::ImagePvs;
 use crate::registry;
 
 /// An error in a config file, with where it is.
@@ -73,6 +74,10 @@ pub struct Config {
     pub threads: usize,
     /// Serve every parameter (and `pva` ports' images) over pvAccess (default true).
     pub pva: bool,
+    /// Serve every parameter over Channel Access (default true).
+    pub ca: bool,
+    /// `[[access]]` rules for both protocols (see [`crate::access`]).
+    pub access: AccessRules,
     pub ports: Vec<PortConfig>,
 }
 
@@ -113,6 +118,8 @@ impl Config {
             prefix: String::new(),
             threads: 0,
             pva: true,
+            ca: true,
+            access: AccessRules::default(),
             ports: Vec::new(),
         };
         for (key, item) in doc.iter() {
@@ -142,6 +149,27 @@ impl Config {
                         .as_bool()
                         .ok_or_else(|| err(line, None, Some(key), "must be true or false".into()))?
                 }
+                "ca" => {
+                    cfg.ca = item
+                        .as_bool()
+                        .ok_or_else(|| err(line, None, Some(key), "must be true or false".into()))?
+                }
+                "access" => {
+                    let tables = item.as_array_of_tables().ok_or_else(|| {
+                        err(
+                            line,
+                            None,
+                            Some(key),
+                            "must be written as [[access]] tables".into(),
+                        )
+                    })?;
+                    for t in tables.iter() {
+                        let line = t.span().map(|s| lines.line(s.start));
+                        let rule = parse_access(t)
+                            .map_err(|(k, m)| err(line, None, Some(&format!("access.{k}")), m))?;
+                        cfg.access.rules.push(rule);
+                    }
+                }
                 "port" => {
                     let tables = item.as_array_of_tables().ok_or_else(|| {
                         err(
@@ -161,7 +189,7 @@ impl Config {
                         line,
                         None,
                         Some(other),
-                        "unknown top-level key (expected prefix, threads, pva, [[port]])".into(),
+                        "unknown top-level key (expected prefix, threads, pva, ca, [[access]], [[port]])".into(),
                     ))
                 }
             }
@@ -182,7 +210,7 @@ impl Config {
 
     /// Creates every port, then wires them (NDArrayPort), then applies the other settings in
     /// file order, and finally the `Acquire` settings, so acquisition starts on a complete graph.
-    pub fn build(&self, graph: &Graph, pvs: &PvDirectory) -> Result<(), ConfigError> {
+    pub fn build(&self, graph: &Graph, pvs: &ImagePvs) -> Result<(), ConfigError> {
         let at = |p: &PortConfig, s: Option<&Setting>, msg: String| ConfigError {
             file: self.file.clone(),
             line: Some(s.map_or(p.line, |s| s.line)),
@@ -333,4 +361,63 @@ fn parse_port(
         line,
         settings,
     })
+}
+
+/// One `[[access]]` table: `pvs` (glob, required), `hosts`, `users` (lists of globs; absent =
+/// any), `rights` ("write", "read", "none"). Errors name the key.
+fn parse_access(t: &Table) -> Result<AccessRule, (String, String)> {
+    let mut rule = AccessRule {
+        pvs: String::new(),
+        hosts: Vec::new(),
+        users: Vec::new(),
+        rights: Rights::Read,
+    };
+    let mut have = (false, false);
+    for (k, item) in t.iter() {
+        let bad = |m: &str| (k.to_string(), m.to_string());
+        match k {
+            "pvs" => {
+                rule.pvs = item
+                    .as_str()
+                    .ok_or_else(|| bad("must be a string (a glob over PV names)"))?
+                    .to_string();
+                have.0 = true;
+            }
+            "hosts" | "users" => {
+                let list = item
+                    .as_array()
+                    .ok_or_else(|| bad("must be a list of strings"))?
+                    .iter()
+                    .map(|v| v.as_str().map(str::to_string))
+                    .collect::<Option<Vec<String>>>()
+                    .ok_or_else(|| bad("must be a list of strings"))?;
+                if k == "hosts" {
+                    rule.hosts = list;
+                } else {
+                    rule.users = list;
+                }
+            }
+            "rights" => {
+                let s = item
+                    .as_str()
+                    .ok_or_else(|| bad("must be \"write\", \"read\" or \"none\""))?;
+                rule.rights = Rights::parse(s).map_err(|m| bad(&m))?;
+                have.1 = true;
+            }
+            _ => return Err(bad("unknown key (expected pvs, hosts, users, rights)")),
+        }
+    }
+    if !have.0 {
+        return Err((
+            "pvs".into(),
+            "missing (a glob over PV names, e.g. \"*\")".into(),
+        ));
+    }
+    if !have.1 {
+        return Err((
+            "rights".into(),
+            "missing (\"write\", \"read\" or \"none\")".into(),
+        ));
+    }
+    Ok(rule)
 }

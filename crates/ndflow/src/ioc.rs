@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use ndflow_runtime::{Graph, PortHandle};
 
 use crate::config::Config;
-use crate::pva::{PvDirectory, PvaService};
+use crate::pva::{ImagePvs, PvaService};
+use crate::pvdir::PvDirectory;
 use crate::status::StatusLine;
 
 pub struct RunOptions {
@@ -19,6 +20,8 @@ pub struct RunOptions {
     pub print_table: bool,
     /// Do not start the pvAccess server (overrides the config's `pva = true`).
     pub no_pva: bool,
+    /// Do not start the Channel Access server (overrides the config's `ca = true`).
+    pub no_ca: bool,
 }
 
 /// The embedded demo pipeline, acquiring `frames` frames.
@@ -33,17 +36,27 @@ static STOP: AtomicBool = AtomicBool::new(false);
 pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     let cfg = Config::parse(text, file).map_err(|e| e.to_string())?;
     let graph = Arc::new(Graph::new(cfg.threads));
-    let pvs = Arc::new(PvDirectory::default());
-    cfg.build(&graph, &pvs).map_err(|e| e.to_string())?;
-    let pva = if cfg.pva && !opts.no_pva {
-        let service = PvaService::start(&graph, &cfg, pvs)?;
-        if !opts.quiet {
-            eprintln!("{}", service.describe());
+    let images = Arc::new(ImagePvs::default());
+    cfg.build(&graph, &images).map_err(|e| e.to_string())?;
+    let serve_pva = cfg.pva && !opts.no_pva;
+    let mut publisher = None;
+    let mut pva = None;
+    if serve_pva {
+        let dir = PvDirectory::build(
+            &graph,
+            &cfg.prefix,
+            &cfg.port_prefixes(),
+            cfg.access.clone(),
+        )?;
+        if serve_pva {
+            let service = PvaService::start(&dir, images)?;
+            if !opts.quiet {
+                eprintln!("{}", service.describe());
+            }
+            pva = Some(service);
         }
-        Some(service)
-    } else {
-        None
-    };
+        publisher = Some(dir.start_publisher()?);
+    }
     // A second Ctrl-C while stopping exits at once.
     let _ = ctrlc::set_handler(|| {
         if STOP.swap(true, Ordering::SeqCst) {
@@ -88,7 +101,8 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
         std::fs::write(path, text + "\n")
             .map_err(|e| format!("cannot write summary {}: {e}", path.display()))?;
     }
-    drop(pva);
+    drop(pva.take());
+    drop(publisher);
     graph.shutdown();
     Ok(())
 }

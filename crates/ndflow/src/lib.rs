@@ -4,6 +4,7 @@
 //! ([`config`], [`registry`]); [`ioc::run`] runs it with a live status line and writes the
 //! JSON summary; [`bench`] reproduces the seed documents' measurements.
 
+pub mod access;
 pub mod bench;
 pub mod bench_codec;
 pub mod bench_hdf5;
@@ -11,6 +12,7 @@ pub mod bench_pva;
 pub mod config;
 pub mod ioc;
 pub mod pva;
+pub mod pvdir;
 pub mod reference;
 pub mod registry;
 pub mod status;

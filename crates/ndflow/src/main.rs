@@ -36,6 +36,9 @@ enum Cmd {
         /// Do not serve PVs over pvAccess (the config's `pva = false` does the same).
         #[arg(long)]
         no_pva: bool,
+        /// Do not serve PVs over Channel Access (the config's `ca = false` does the same).
+        #[arg(long)]
+        no_ca: bool,
     },
     /// Run the embedded default pipeline (simulated detector → ROI/Stats/Process/StdArrays).
     Demo {
@@ -50,6 +53,9 @@ enum Cmd {
         /// self-contained run that should not claim network ports).
         #[arg(long)]
         pva: bool,
+        /// Serve PVs over Channel Access while the demo runs (off by default).
+        #[arg(long)]
+        ca: bool,
     },
     /// Benchmarks that reproduce the seed documents' tables on this machine.
     Bench {
@@ -176,6 +182,7 @@ fn main() -> ExitCode {
             summary,
             quiet,
             no_pva,
+            no_ca,
         } => std::fs::read_to_string(&config)
             .map_err(|e| format!("cannot read {}: {e}", config.display()))
             .and_then(|text| {
@@ -188,6 +195,7 @@ fn main() -> ExitCode {
                         quiet,
                         print_table: false,
                         no_pva,
+                        no_ca,
                     },
                 )
             }),
@@ -196,6 +204,7 @@ fn main() -> ExitCode {
             summary,
             quiet,
             pva,
+            ca,
         } => ioc::run(
             &ioc::demo_config(frames),
             "demo.toml (embedded)",
@@ -205,6 +214,7 @@ fn main() -> ExitCode {
                 quiet,
                 print_table: true,
                 no_pva: !pva,
+                no_ca: !ca,
             },
         ),
         Cmd::Bench { which } => match which {

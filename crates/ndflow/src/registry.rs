@@ -14,7 +14,7 @@ use ndflow_sim::SimDetector;
 use crate::config::PortConfig;
 use crate::pva::driver::{PvaDriver, PVA_DRIVER_PARAMS};
 use crate::pva::plugin::{PvaPlugin, PVA_PARAMS};
-use crate::pva::PvDirectory;
+use crate::pva::ImagePvs;
 
 /// (config type, areaDetector class, is driver, one-line description)
 pub const TYPES: &[(&str, &str, bool, &str)] = &[
@@ -84,6 +84,18 @@ pub const TYPES: &[(&str, &str, bool, &str)] = &[
         false,
         "JPEG files: UInt8 Mono/RGB, JPEGQuality",
     ),
+    (
+        "transform",
+        "NDPluginTransform",
+        false,
+        "Rotations (90/180/270 clockwise) and mirrors of a Mono/RGB image",
+    ),
+    (
+        "colorconvert",
+        "NDPluginColorConvert",
+        false,
+        "Colour mode conversion: Mono/Bayer/RGB1/2/3, false colour",
+    ),
 ];
 
 pub fn type_names() -> Vec<&'static str> {
@@ -110,6 +122,8 @@ fn new_plugin(type_name: &str) -> Option<Arc<dyn Plugin>> {
         "tiff" => Arc::new(ndflow_io::TiffFilePlugin::new()),
         "jpeg" => Arc::new(ndflow_io::JpegFilePlugin::new()),
         "hdf5" => Arc::new(ndflow_io::Hdf5FilePlugin::new()),
+        "transform" => Arc::new(ndflow_plugins::transform::TransformPlugin::new()),
+        "colorconvert" => Arc::new(ndflow_plugins::color_convert::ColorConvertPlugin::new()),
         _ => return None,
     })
 }
@@ -119,12 +133,7 @@ fn new_sim(max_x: usize, max_y: usize) -> Box<dyn Driver> {
 }
 
 /// Creates the port described by `p` in `graph`; `pva` ports register their image PV in `pvs`.
-pub fn create(
-    graph: &Graph,
-    p: &PortConfig,
-    prefix: &str,
-    pvs: &PvDirectory,
-) -> Result<(), String> {
+pub fn create(graph: &Graph, p: &PortConfig, prefix: &str, pvs: &ImagePvs) -> Result<(), String> {
     if p.type_name == "pvadriver" {
         graph
             .add_driver(&p.name, Box::new(PvaDriver::new()))

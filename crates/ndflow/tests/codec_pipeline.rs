@@ -68,7 +68,7 @@ QueueSize = 1000
 fn compressed_frames_flow_sorted_and_round_trip() {
     let cfg = Config::parse(PIPE, "pipe.toml").unwrap();
     let g = Graph::new(2);
-    cfg.build(&g, &ndflow::pva::PvDirectory::default()).unwrap();
+    cfg.build(&g, &ndflow::pva::ImagePvs::default()).unwrap();
     g.put("SIM1", "Acquire", 1).unwrap();
     std::thread::sleep(Duration::from_millis(50));
     assert!(g.wait_idle(Duration::from_secs(60)));

@@ -9,7 +9,7 @@ fn build_err(text: &str) -> String {
         Err(e) => return e.to_string(),
     };
     let g = Graph::new(1);
-    match cfg.build(&g, &ndflow::pva::PvDirectory::default()) {
+    match cfg.build(&g, &ndflow::pva::ImagePvs::default()) {
         Ok(()) => panic!("expected an error for:\n{text}"),
         Err(e) => e.to_string(),
     }
@@ -57,7 +57,7 @@ fn enum_by_index_and_string_both_work() {
         let text = GOOD.replace("\"UInt16\"", v);
         let cfg = Config::parse(&text, "t.toml").unwrap();
         let g = Graph::new(1);
-        cfg.build(&g, &ndflow::pva::PvDirectory::default()).unwrap();
+        cfg.build(&g, &ndflow::pva::ImagePvs::default()).unwrap();
         assert_eq!(g.summary()["ports"]["SIM1"]["DataType"], "UInt16");
     }
 }
@@ -136,12 +136,18 @@ fn bundled_examples_parse_and_build() {
             p.settings.retain(|s| s.key != "Acquire");
         }
         let g = std::sync::Arc::new(Graph::new(1));
-        let pvs = ndflow::pva::PvDirectory::default();
+        let pvs = ndflow::pva::ImagePvs::default();
         cfg.build(&g, &pvs).unwrap_or_else(|e| panic!("{e}"));
         // Every parameter becomes a PV; no two may share a name.
-        let _publisher =
-            ndflow::pva::param_pvs::serve_params(&g, &cfg.prefix, &cfg.port_prefixes(), &pvs)
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let dir = ndflow::pvdir::PvDirectory::build(
+            &g,
+            &cfg.prefix,
+            &cfg.port_prefixes(),
+            cfg.access.clone(),
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let pvs = ndflow::pva::PvaProvider::new(&dir, std::sync::Arc::new(pvs))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(pvs.len() > 500, "{name}: only {} PVs", pvs.len());
         g.shutdown();
     }
@@ -154,11 +160,11 @@ fn port_prefix_defaults_to_name_and_colon() {
     assert_eq!(prefixes["SIM1"], "SIM1:");
     assert_eq!(prefixes["ROI1"], "ROI1:");
     let g = std::sync::Arc::new(Graph::new(1));
-    let pvs = ndflow::pva::PvDirectory::default();
+    let pvs = ndflow::pva::ImagePvs::default();
     cfg.build(&g, &pvs).unwrap();
-    let _publisher =
-        ndflow::pva::param_pvs::serve_params(&g, &cfg.prefix, &prefixes, &pvs).unwrap();
-    let names = pvs.names();
+    let dir =
+        ndflow::pvdir::PvDirectory::build(&g, &cfg.prefix, &prefixes, Default::default()).unwrap();
+    let names = dir.names();
     assert!(names.contains(&"T:SIM1:SizeX_RBV".to_string()));
     assert!(names.contains(&"T:ROI1:SizeX".to_string()));
     g.shutdown();

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ndflow::config::Config;
-use ndflow::pva::param_pvs::{serve_params, POST_INTERVAL};
-use ndflow::pva::PvDirectory;
+use ndflow::pva::{ImagePvs, PvaProvider};
+use ndflow::pvdir::{PvDirectory, POST_INTERVAL};
 use ndflow_pva::server::ChannelProvider;
 use ndflow_pva::Value;
 use ndflow_runtime::Graph;
@@ -20,12 +20,15 @@ MaxSizeX = 16
 MaxSizeY = 8
 "#;
 
-fn setup() -> (Arc<Graph>, PvDirectory, ndflow::pva::ParamPublisher) {
+fn setup() -> (Arc<Graph>, Arc<PvaProvider>, ndflow::pvdir::Publisher) {
     let cfg = Config::parse(CFG, "t.toml").unwrap();
     let g = Arc::new(Graph::new(1));
-    let pvs = PvDirectory::default();
-    cfg.build(&g, &pvs).unwrap();
-    let publisher = serve_params(&g, &cfg.prefix, &cfg.port_prefixes(), &pvs).unwrap();
+    let images = Arc::new(ImagePvs::default());
+    cfg.build(&g, &images).unwrap();
+    let dir =
+        PvDirectory::build(&g, &cfg.prefix, &cfg.port_prefixes(), Default::default()).unwrap();
+    let pvs = PvaProvider::new(&dir, images).unwrap();
+    let publisher = dir.start_publisher().unwrap();
     (g, pvs, publisher)
 }
 

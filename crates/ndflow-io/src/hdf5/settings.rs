@@ -34,7 +34,7 @@ const fn chunk(name: &'static str) -> ParamDef {
 
 /// NDFile's parameters followed by NDFileHDF5's.
 pub const HDF5_PARAMS: &[ParamDef] = crate::ndfile_params!("%s%s_%3.3d.h5";
-    ParamDef::enumeration("FlushNow", &["Done", "Flush"], 0).doc("Flush the open file now (SWMR: publish to readers)");
+    ParamDef::enumeration("FlushNow", &["Done", "Flush"], 0).busy().doc("Flush the open file now (SWMR: publish to readers)");
     ParamDef::yes_no("ChunkSizeAuto", 1).doc("One chunk = one frame (Yes) or the chunk sizes below (No)");
     chunk("NumColChunks");
     chunk("NumRowChunks");

@@ -12,8 +12,9 @@ use crate::transport::{cmd, subcmd};
 use crate::wire::{BitSet, DecodeError, FieldDesc, Reader, Status};
 
 use super::monitor::{lock, MonitorParams, Subscription};
+use super::put_reply::{ClientId, LateTarget, PutReply, ReplyState};
 use super::session::{Op, OpKind, Session};
-use super::shared_pv::SharedPv;
+use super::shared_pv::{DeferredPutHandler, Handler, SharedPv};
 
 /// Run a user callback that may block (a lossless post inside a PUT handler) without stalling
 /// the runtime's other tasks.
@@ -132,13 +133,13 @@ impl Session {
         let ioid = r.u32()?;
         let sub = r.u8()?;
         if sub & subcmd::INIT != 0 {
-            if let Some((pv, mask, _)) = self.init_request(cmd::PUT, sid, ioid, r)? {
+            if let Some((pv, mask, req)) = self.init_request(cmd::PUT, sid, ioid, r)? {
                 let desc = pv.desc_arc();
                 self.ops.insert(
                     ioid,
                     Op {
                         sid,
-                        kind: OpKind::Put,
+                        kind: OpKind::Put { block: req.block() },
                         mask,
                     },
                 );
@@ -146,21 +147,27 @@ impl Session {
             }
             return Ok(());
         }
-        let Some((pv, mask)) = self.op_pv(ioid, |k| matches!(k, OpKind::Put)) else {
+        let Some((pv, mask)) = self.op_pv(ioid, |k| matches!(k, OpKind::Put { .. })) else {
             return Ok(());
         };
+        let block = matches!(
+            self.ops.get(&ioid).map(|o| &o.kind),
+            Some(OpKind::Put { block: true })
+        );
         if sub & subcmd::GET != 0 {
             // Fetch the current value (p4p does this before building the value to put).
             self.data_reply(cmd::PUT, ioid, sub, &pv, mask.as_ref());
         } else {
-            let status = match self.decode_put(&pv, r) {
+            let status = match self.decode_put(&pv, r, ioid, sub, block) {
                 Ok(st) => st,
                 Err(e) => {
                     self.srv.stats.malformed();
-                    Status::error(format!("malformed put data: {e}"))
+                    Some(Status::error(format!("malformed put data: {e}")))
                 }
             };
-            self.status_reply(cmd::PUT, ioid, sub, &status);
+            if let Some(status) = status {
+                self.status_reply(cmd::PUT, ioid, sub, &status);
+            }
         }
         if sub & subcmd::DESTROY != 0 {
             self.remove_op(ioid);
@@ -169,19 +176,66 @@ impl Session {
     }
 
     /// Apply the client's fields to a copy of the current value and hand it to the PV's PUT
-    /// handler; its verdict is the status.
-    fn decode_put(&mut self, pv: &SharedPv, r: &mut Reader<'_>) -> Result<Status, DecodeError> {
+    /// handler; its verdict is the status. `None`: a deferred handler answers later itself.
+    fn decode_put(
+        &mut self,
+        pv: &SharedPv,
+        r: &mut Reader<'_>,
+        ioid: u32,
+        sub: u8,
+        block: bool,
+    ) -> Result<Option<Status>, DecodeError> {
         let desc = pv.desc_arc();
         let bits = r.bitset()?;
         let mut value = pv.current();
         value.decode_partial(&desc, &bits, r, &mut self.cache)?;
-        let Some(handler) = pv.put_handler() else {
-            return Ok(Status::error("read-only"));
+        let handler = match pv.put_handler() {
+            None => return Ok(Some(Status::error("read-only"))),
+            Some(Handler::Now(h)) => h,
+            Some(Handler::Deferred(h)) => {
+                return Ok(self.deferred_put(pv, h.as_ref(), &value, &bits, ioid, sub, block))
+            }
         };
-        Ok(match run_blocking(|| handler(pv, &value, &bits)) {
+        Ok(Some(match run_blocking(|| handler(pv, &value, &bits)) {
             Ok(()) => Status::ok(),
             Err(msg) => Status::error(msg),
-        })
+        }))
+    }
+
+    /// Runs a deferred handler: an answer given before it returns is sent in line; otherwise the
+    /// reply is left to the connection's writer when the handler's [`PutReply`] is answered.
+    fn deferred_put(
+        &mut self,
+        pv: &SharedPv,
+        handler: &DeferredPutHandler,
+        value: &crate::wire::Value,
+        bits: &BitSet,
+        ioid: u32,
+        sub: u8,
+        block: bool,
+    ) -> Option<Status> {
+        let client = ClientId {
+            peer: self.peer,
+            user: self.user.clone(),
+        };
+        let (reply, state) = PutReply::new(block);
+        run_blocking(|| handler(pv, value, bits, &client, reply));
+        let mut g = lock(&state);
+        match &*g {
+            ReplyState::Done(st) => Some(st.clone()),
+            ReplyState::Waiting(_) => {
+                if let Some((tx, rt)) = &self.late {
+                    *g = ReplyState::Waiting(Some(LateTarget {
+                        tx: tx.clone(),
+                        rt: rt.clone(),
+                        order: self.order,
+                        ioid,
+                        sub,
+                    }));
+                }
+                None
+            }
+        }
     }
 
     pub(crate) fn monitor(&mut self, r: &mut Reader<'_>) -> Result<(), DecodeError> {

@@ -28,7 +28,7 @@ const REPLY_QUEUE: usize = 64;
 
 pub(crate) async fn run(
     stream: TcpStream,
-    _peer: SocketAddr,
+    peer: SocketAddr,
     srv: Arc<ServerShared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -39,6 +39,8 @@ pub(crate) async fn run(
     let writer_done = Arc::new(Notify::new());
     let (tx, rx) = mpsc::channel::<OutMessage>(REPLY_QUEUE);
     let mut session = Session::new(Arc::clone(&srv), Arc::clone(&wake), Arc::clone(&monitors));
+    session.peer = Some(peer);
+    session.late = Some((tx.clone(), tokio::runtime::Handle::current()));
     let order = session.order;
     let writer = tokio::spawn(writer_loop(
         wr,

@@ -39,7 +39,10 @@ pub(crate) struct Channel {
 
 pub(crate) enum OpKind {
     Get,
-    Put,
+    /// `block`: the client asked to be answered when the operation has ended.
+    Put {
+        block: bool,
+    },
     Monitor(Arc<Subscription>),
 }
 
@@ -66,6 +69,13 @@ pub(crate) struct Session {
     pub(crate) monitors: Arc<Mutex<Vec<Arc<Subscription>>>>,
     pub(crate) out: Vec<OutMessage>,
     close: bool,
+    /// The client's address (None in the fuzzer).
+    pub(crate) peer: Option<std::net::SocketAddr>,
+    /// How replies given after their request was handled (deferred PUTs) reach the writer.
+    pub(crate) late: Option<(
+        tokio::sync::mpsc::Sender<OutMessage>,
+        tokio::runtime::Handle,
+    )>,
 }
 
 impl Session {
@@ -87,6 +97,8 @@ impl Session {
             monitors,
             out: Vec::new(),
             close: false,
+            peer: None,
+            late: None,
         }
     }
 
@@ -220,9 +232,13 @@ impl Session {
             let found = if self.channels.len() >= MAX_CHANNELS {
                 Err(Status::error("too many channels on this connection"))
             } else {
+                let client = super::ClientId {
+                    peer: self.peer,
+                    user: self.user.clone(),
+                };
                 self.srv
                     .provider
-                    .lookup(&name)
+                    .lookup_for(&name, &client)
                     .ok_or_else(|| Status::error(format!("no such channel: {name}")))
             };
             match found {

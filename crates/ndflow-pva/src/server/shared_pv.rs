@@ -16,6 +16,7 @@ use crate::nt::value_fits;
 use crate::wire::{BitSet, FieldDesc, Value};
 
 use super::monitor::{lock, Room, Subscription};
+use super::put_reply::{ClientId, PutReply};
 
 /// How long [`SharedPv::post`] waits for room in lossless mode.
 pub const DEFAULT_LOSSLESS_WAIT: Duration = Duration::from_secs(5);
@@ -33,6 +34,16 @@ pub enum PostError {
 /// client's fields applied) and the fields the client sent. `Err(message)` refuses the PUT.
 pub type PutHandler = dyn Fn(&SharedPv, &Value, &BitSet) -> Result<(), String> + Send + Sync;
 
+/// PUT handler that answers through a [`PutReply`], possibly later and from another thread
+/// (busy records). It also learns who sent the PUT.
+pub type DeferredPutHandler = dyn Fn(&SharedPv, &Value, &BitSet, &ClientId, PutReply) + Send + Sync;
+
+#[derive(Clone)]
+pub(crate) enum Handler {
+    Now(Arc<PutHandler>),
+    Deferred(Arc<DeferredPutHandler>),
+}
+
 struct State {
     current: Value,
     subs: Vec<Arc<Subscription>>,
@@ -41,7 +52,7 @@ struct State {
 struct Inner {
     desc: Arc<FieldDesc>,
     state: Mutex<State>,
-    put: RwLock<Option<Arc<PutHandler>>>,
+    put: RwLock<Option<Handler>>,
     lossless: AtomicBool,
     room: Arc<Room>,
     /// Serialises posts so that the stored value and the queued updates keep one order.
@@ -97,11 +108,23 @@ impl SharedPv {
         self,
         f: impl Fn(&SharedPv, &Value, &BitSet) -> Result<(), String> + Send + Sync + 'static,
     ) -> Self {
-        *self.inner.put.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(f));
+        *self.inner.put.write().unwrap_or_else(|e| e.into_inner()) =
+            Some(Handler::Now(Arc::new(f)));
         self
     }
 
-    pub(crate) fn put_handler(&self) -> Option<Arc<PutHandler>> {
+    /// Accept PUTs through `f`, which answers each through its [`PutReply`] when the operation
+    /// has ended (the client's PUT returns then) and sees the client's identity.
+    pub fn with_deferred_put_handler(
+        self,
+        f: impl Fn(&SharedPv, &Value, &BitSet, &ClientId, PutReply) + Send + Sync + 'static,
+    ) -> Self {
+        *self.inner.put.write().unwrap_or_else(|e| e.into_inner()) =
+            Some(Handler::Deferred(Arc::new(f)));
+        self
+    }
+
+    pub(crate) fn put_handler(&self) -> Option<Handler> {
         self.inner
             .put
             .read()

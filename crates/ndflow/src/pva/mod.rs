@@ -11,34 +11,27 @@ pub mod plugin;
 use std::sync::Arc;
 
 use ndflow_pva::server::{Server, ServerConfig};
-use ndflow_runtime::Graph;
 
-use crate::config::Config;
-pub use param_pvs::{ParamPublisher, PvDirectory};
+use crate::pvdir::PvDirectory;
+pub use param_pvs::{ImagePvs, PvaProvider};
 
-/// The running pvAccess side of an IOC. Dropping it stops the server and the publisher.
+/// The running pvAccess side of an IOC. Dropping it stops the server.
 pub struct PvaService {
     server: Option<Server>,
-    _publisher: ParamPublisher,
-    pvs: Arc<PvDirectory>,
+    provider: Arc<PvaProvider>,
 }
 
 impl PvaService {
-    /// Serves the parameters of `graph` (named after `cfg`'s prefixes) and the PVs already in
-    /// `pvs` (image PVs), with the server configured from the EPICS_PVAS_* variables.
-    pub fn start(
-        graph: &Arc<Graph>,
-        cfg: &Config,
-        pvs: Arc<PvDirectory>,
-    ) -> Result<PvaService, String> {
-        let publisher = param_pvs::serve_params(graph, &cfg.prefix, &cfg.port_prefixes(), &pvs)?;
+    /// Serves every entry of `dir` and the image PVs of `pva` ports, with the server configured
+    /// from the EPICS_PVAS_* variables.
+    pub fn start(dir: &Arc<PvDirectory>, images: Arc<ImagePvs>) -> Result<PvaService, String> {
+        let provider = PvaProvider::new(dir, images)?;
         let scfg = ServerConfig::from_env().map_err(|e| format!("pvAccess configuration: {e}"))?;
-        let server = Server::start(scfg, pvs.clone())
+        let server = Server::start(scfg, provider.clone())
             .map_err(|e| format!("cannot start the pvAccess server: {e}"))?;
         Ok(PvaService {
             server: Some(server),
-            _publisher: publisher,
-            pvs,
+            provider,
         })
     }
 
@@ -47,7 +40,7 @@ impl PvaService {
         match &self.server {
             Some(s) => format!(
                 "pvAccess: {} PVs on tcp {}, udp {}",
-                self.pvs.len(),
+                self.provider.len(),
                 s.tcp_addr(),
                 s.udp_addr()
             ),
@@ -55,8 +48,8 @@ impl PvaService {
         }
     }
 
-    pub fn pvs(&self) -> &PvDirectory {
-        &self.pvs
+    pub fn provider(&self) -> &PvaProvider {
+        &self.provider
     }
 }
 

@@ -3,38 +3,154 @@
 //!
 //! Numbers and strings are NTScalar (value, alarm, timeStamp, display, control), enums NTEnum
 //! with areaDetector's choice strings, arrays NTScalarArray (sharing the parameter's buffer).
-//! A PUT goes through [`Graph::put`], so it is validated exactly like a config key and a refusal
-//! reaches the client as an error status naming the value and the reason.
-//!
-//! Monitors are fed at a bounded rate: a store change only marks its PV dirty; one poster thread
-//! publishes the latest value of each dirty parameter at most every [`POST_INTERVAL`]. A plugin
-//! that rewrites its results 10,000 times a second therefore costs clients 100 updates a
-//! second, and the frame path never waits for the network.
+//! This is a view of the IOC's [`PvDirectory`]: the names, who may write, how a PUT is validated
+//! (through `Graph::put`, exactly like a config key) and when it completes (busy records: when
+//! the operation has ended) are the directory's; this module only turns parameter values into
+//! pvAccess values and back. Monitors get the directory's rate-limited changes.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use ndflow_core::{ParamDef, ParamKind, ParamStore, ParamValue};
-use ndflow_pva::server::{ChannelProvider, SharedPv};
+use ndflow_pva::server::{ChannelProvider, ClientId, SharedPv};
 use ndflow_pva::{BitSet, ByteOrder, FieldDesc, NumArray, ScalarType, SharedBytes, Value};
-use ndflow_runtime::Graph;
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::RwLock;
+
+use crate::access::Rights;
+use crate::pvdir::{ClientInfo, PvDirectory};
 
 use super::convert::scalar_type;
 
-/// Shortest time between two monitor posts of one parameter.
-pub const POST_INTERVAL: Duration = Duration::from_millis(10);
+/// The pvAccess face of the IOC: one [`SharedPv`] per directory entry, plus the NTNDArray
+/// image PVs of `pva` ports ([`ImagePvs`]).
+pub struct PvaProvider {
+    dir: Arc<PvDirectory>,
+    /// Per directory entry.
+    pvs: Vec<SharedPv>,
+    /// Per directory slot: the type of its PVs.
+    descs: Vec<FieldDesc>,
+    images: Arc<ImagePvs>,
+}
 
-/// The IOC's PVs by name: parameters and the image PVs of `pva` ports.
+impl PvaProvider {
+    /// Creates the PVs of every entry of `dir` and starts following its changes.
+    pub fn new(dir: &Arc<PvDirectory>, images: Arc<ImagePvs>) -> Result<Arc<PvaProvider>, String> {
+        for name in images.names() {
+            if dir.find(&name).is_some() {
+                return Err(format!(
+                    "PV name '{name}' is used twice (an image PV and a parameter)"
+                ));
+            }
+        }
+        let descs: Vec<FieldDesc> = dir
+            .slots()
+            .iter()
+            .map(|s| match s.def.kind {
+                ParamKind::Array(declared) => array_desc(&s.store, declared),
+                _ => pv_desc(s.def),
+            })
+            .collect();
+        let mut pvs = Vec::with_capacity(dir.len());
+        for (id, e) in dir.entries().iter().enumerate() {
+            let Some(s) = dir.slot(e.slot) else {
+                return Err(format!("directory entry '{}' has no parameter", e.name));
+            };
+            let desc = &descs[e.slot];
+            let mut pv = SharedPv::new(desc.clone(), to_value(s.def, desc, &s.value()));
+            if dir.is_writable(id) {
+                let (weak, def) = (Arc::downgrade(dir), s.def);
+                pv = pv.with_deferred_put_handler(move |_pv, value, _changed, client, reply| {
+                    let Some(dir) = weak.upgrade() else {
+                        return reply.done(Err("the IOC is shutting down".into()));
+                    };
+                    let v = match from_value(def, value) {
+                        Ok(v) => v,
+                        Err(e) => return reply.done(Err(e)),
+                    };
+                    let who = client_info(client);
+                    let wait = reply.wants_completion();
+                    dir.put(id, v, Some(&who), wait, Box::new(move |r| reply.done(r)));
+                });
+            }
+            pvs.push(pv);
+        }
+        let provider = Arc::new(PvaProvider {
+            dir: dir.clone(),
+            pvs,
+            descs,
+            images,
+        });
+        let weak = Arc::downgrade(&provider);
+        dir.add_sink(Arc::new(move |slot, v| {
+            if let Some(p) = weak.upgrade() {
+                p.post(slot, v);
+            }
+        }));
+        Ok(provider)
+    }
+
+    fn post(&self, slot: usize, v: &ParamValue) {
+        let (Some(s), Some(desc)) = (self.dir.slot(slot), self.descs.get(slot)) else {
+            return;
+        };
+        let value = to_value(s.def, desc, v);
+        let changed = BitSet::from_bits(&changed_bits(desc));
+        for &e in &s.entries {
+            if let Some(pv) = self.pvs.get(e) {
+                // Latest-wins for control PVs: a slow client sees the newest value.
+                let _ = pv.post(value.clone(), &changed);
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.pvs.len() + self.images.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every PV name served, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut v = self.dir.names();
+        v.extend(self.images.names());
+        v.sort();
+        v
+    }
+}
+
+fn client_info(c: &ClientId) -> ClientInfo {
+    ClientInfo {
+        host: c.peer.map_or(String::new(), |a| a.ip().to_string()),
+        user: c.user.clone(),
+    }
+}
+
+impl ChannelProvider for PvaProvider {
+    fn lookup(&self, name: &str) -> Option<SharedPv> {
+        match self.dir.find(name) {
+            Some(id) => self.pvs.get(id).cloned(),
+            None => self.images.lookup(name),
+        }
+    }
+
+    fn lookup_for(&self, name: &str, client: &ClientId) -> Option<SharedPv> {
+        if self.dir.rights(name, &client_info(client)) == Rights::None {
+            return None;
+        }
+        self.lookup(name)
+    }
+}
+
+/// The NTNDArray PVs of `pva` ports, registered while the graph is built.
 #[derive(Default)]
-pub struct PvDirectory {
+pub struct ImagePvs {
     pvs: RwLock<HashMap<String, SharedPv>>,
 }
 
-impl PvDirectory {
+impl ImagePvs {
     /// Adds a PV; an existing name is an error (two ports with the same prefix and name).
     pub fn add(&self, name: String, pv: SharedPv) -> Result<(), String> {
         let mut map = self.pvs.write();
@@ -62,160 +178,9 @@ impl PvDirectory {
     }
 }
 
-impl ChannelProvider for PvDirectory {
+impl ChannelProvider for ImagePvs {
     fn lookup(&self, name: &str) -> Option<SharedPv> {
         self.pvs.read().get(name).cloned()
-    }
-}
-
-/// The PVs of one parameter: the writable one (if any) and the readback.
-struct ParamPvs {
-    desc: FieldDesc,
-    def: &'static ParamDef,
-    pvs: Vec<SharedPv>,
-    dirty: AtomicBool,
-}
-
-struct PortPvs {
-    store: Arc<ParamStore>,
-    params: Vec<ParamPvs>,
-}
-
-#[derive(Default)]
-struct Pending {
-    /// (port, parameter index) marked dirty since the last post.
-    queue: Vec<(usize, usize)>,
-    stop: bool,
-}
-
-/// Publishes parameter changes to their PVs at a bounded rate. Dropping it stops the thread.
-pub struct ParamPublisher {
-    shared: Arc<(Mutex<Pending>, Condvar)>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Drop for ParamPublisher {
-    fn drop(&mut self) {
-        self.shared.0.lock().stop = true;
-        self.shared.1.notify_all();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// Creates the PVs of every port of `graph` under `prefix` + the port's prefix, adds them to
-/// `dir` and starts the publisher.
-pub fn serve_params(
-    graph: &Arc<Graph>,
-    prefix: &str,
-    port_prefixes: &HashMap<String, String>,
-    dir: &PvDirectory,
-) -> Result<ParamPublisher, String> {
-    let shared: Arc<(Mutex<Pending>, Condvar)> = Arc::default();
-    let mut ports = Vec::new();
-    for handle in graph.ports() {
-        let port = handle.name().to_string();
-        let full = format!(
-            "{prefix}{}",
-            port_prefixes.get(&port).map_or("", String::as_str)
-        );
-        let store = handle.params().clone();
-        let mut params = Vec::new();
-        for (idx, def) in store.defs().iter().copied().enumerate() {
-            let desc = match def.kind {
-                ParamKind::Array(declared) => array_desc(&store, declared),
-                _ => pv_desc(def),
-            };
-            let initial = store.get(idx).unwrap_or_else(|| def.default_value());
-            let mut pvs = Vec::new();
-            for suffix in def.pv_names() {
-                let mut pv = SharedPv::new(desc.clone(), to_value(def, &desc, &initial));
-                if def.writable() && suffix == def.name {
-                    let graph = Arc::downgrade(graph);
-                    let (port, name) = (port.clone(), def.name);
-                    pv = pv.with_put_handler(move |_pv, value, _changed| {
-                        let graph = graph.upgrade().ok_or("the IOC is shutting down")?;
-                        let v = from_value(def, value)?;
-                        graph
-                            .put(&port, name, v)
-                            .map(|_| ())
-                            .map_err(|e| e.to_string())
-                    });
-                }
-                dir.add(format!("{full}{suffix}"), pv.clone())?;
-                pvs.push(pv);
-            }
-            params.push(ParamPvs {
-                desc,
-                def,
-                pvs,
-                dirty: AtomicBool::new(false),
-            });
-        }
-        ports.push(PortPvs { store, params });
-    }
-    let ports = Arc::new(ports);
-    for (port_i, p) in ports.iter().enumerate() {
-        let (ports2, shared2) = (Arc::downgrade(&ports), shared.clone());
-        p.store.subscribe(move |idx, _v| {
-            let Some(ports) = ports2.upgrade() else {
-                return;
-            };
-            let Some(pp) = ports.get(port_i).and_then(|p| p.params.get(idx)) else {
-                return;
-            };
-            // Only the first change since the last post queues work; later ones ride along.
-            if !pp.dirty.swap(true, Ordering::AcqRel) {
-                shared2.0.lock().queue.push((port_i, idx));
-                shared2.1.notify_one();
-            }
-        });
-    }
-    let shared2 = shared.clone();
-    let thread = std::thread::Builder::new()
-        .name("ndflow-pv-publisher".into())
-        .spawn(move || publish_loop(&ports, &shared2))
-        .map_err(|e| format!("cannot start the PV publisher thread: {e}"))?;
-    Ok(ParamPublisher {
-        shared,
-        thread: Some(thread),
-    })
-}
-
-fn publish_loop(ports: &[PortPvs], shared: &(Mutex<Pending>, Condvar)) {
-    let mut batch = Vec::new();
-    loop {
-        {
-            let mut g = shared.0.lock();
-            while g.queue.is_empty() && !g.stop {
-                shared.1.wait(&mut g);
-            }
-            if g.stop {
-                return;
-            }
-            std::mem::swap(&mut batch, &mut g.queue);
-        }
-        for &(port_i, idx) in &batch {
-            let Some(port) = ports.get(port_i) else {
-                continue;
-            };
-            let Some(pp) = port.params.get(idx) else {
-                continue;
-            };
-            pp.dirty.store(false, Ordering::Release);
-            let Some(v) = port.store.get(idx) else {
-                continue;
-            };
-            let value = to_value(pp.def, &pp.desc, &v);
-            let changed = BitSet::from_bits(&changed_bits(&pp.desc));
-            for pv in &pp.pvs {
-                // Latest-wins for control PVs: a slow client sees the newest value.
-                let _ = pv.post(value.clone(), &changed);
-            }
-        }
-        batch.clear();
-        std::thread::sleep(POST_INTERVAL);
     }
 }
 

@@ -24,6 +24,7 @@ use super::convert::to_nt;
 pub const PVA_PARAMS: &[ParamDef] = &[
     ParamDef::string("PvName", "")
         .read_only()
+        .long_string()
         .doc("Name of the NTNDArray PV (config key PvName at creation; default {prefix}{port prefix}Image)"),
     ParamDef::yes_no("Lossless", 0)
         .doc("Yes: pipelined subscribers back-pressure the plugin (no frame lost); No: latest-wins"),

@@ -1,0 +1,482 @@
+//! The one PV directory every protocol reads.
+//!
+//! Built once from the parameter declarations of every port: each writable parameter `Name`
+//! becomes the PV `{prefix}{port prefix}Name` (setpoint) and `Name_RBV` (readback), a read-only
+//! one only `Name_RBV` (or `Name` for [`ndflow_core::Access::ReadOnlyPlain`]) — areaDetector's
+//! record names. Each entry knows its port, parameter, areaDetector record type and access.
+//!
+//! pvAccess and Channel Access are views of this directory: they encode values and run sessions,
+//! but the list of PVs, their types, who may write them, how a put is validated and when it
+//! completes are decided here, once:
+//! - **Changes** reach the views through one publisher thread that posts each changed parameter
+//!   at most every [`POST_INTERVAL`] (latest value wins), so a plugin that rewrites a result
+//!   10,000 times a second costs clients 100 updates a second and the frame path never waits.
+//! - **Puts** go through [`Graph::put`] (validated like a config key; a refusal changes nothing
+//!   and its text reaches the client). A put to a busy record (Acquire, Capture, WriteFile,
+//!   FlushNow: [`RecordHint::completes_when_done`]) completes when the value is back to 0 — the
+//!   acquisition has ended (and, with WaitForPlugins, the plugins drained), the capture closed
+//!   its file — so every protocol's put-with-completion waits for the same event.
+//! - **Access** follows the `[[access]]` rules of the config ([`AccessRules`]).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use ndflow_core::{Access as ParamAccess, ParamDef, ParamKind, ParamStore, ParamValue, RecordHint};
+use ndflow_runtime::Graph;
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::access::{AccessRules, Rights};
+
+/// Shortest time between two monitor posts of one parameter.
+pub const POST_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Which of a parameter's PVs an entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Face {
+    /// `Name`: writable (or a read-only parameter served without `_RBV`).
+    Setpoint,
+    /// `Name_RBV`.
+    Readback,
+}
+
+/// The areaDetector record type an entry is served as (`.RTYP` over Channel Access).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordType {
+    Ao,
+    Ai,
+    Longout,
+    Longin,
+    Bo,
+    Bi,
+    Mbbo,
+    Mbbi,
+    Stringout,
+    Stringin,
+    /// A waveform: an array parameter, or a long string as NUL-terminated chars.
+    Waveform,
+    Busy,
+}
+
+impl RecordType {
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordType::Ao => "ao",
+            RecordType::Ai => "ai",
+            RecordType::Longout => "longout",
+            RecordType::Longin => "longin",
+            RecordType::Bo => "bo",
+            RecordType::Bi => "bi",
+            RecordType::Mbbo => "mbbo",
+            RecordType::Mbbi => "mbbi",
+            RecordType::Stringout => "stringout",
+            RecordType::Stringin => "stringin",
+            RecordType::Waveform => "waveform",
+            RecordType::Busy => "busy",
+        }
+    }
+
+    /// The record type of one face of a parameter, as ADCore's templates declare it.
+    pub fn of(def: &ParamDef, face: Face) -> RecordType {
+        let out = face == Face::Setpoint && def.writable();
+        let pick = |o, i| if out { o } else { i };
+        match (def.record, def.kind) {
+            (RecordHint::LongString, _) | (_, ParamKind::Array(_)) => RecordType::Waveform,
+            (RecordHint::Busy, _) if out => RecordType::Busy,
+            (_, ParamKind::Int32) => pick(RecordType::Longout, RecordType::Longin),
+            // 64-bit integers travel as doubles (Channel Access has no 64-bit type).
+            (_, ParamKind::Int64 | ParamKind::Float64) => pick(RecordType::Ao, RecordType::Ai),
+            (_, ParamKind::Enum(c)) if c.len() <= 2 => pick(RecordType::Bo, RecordType::Bi),
+            (_, ParamKind::Enum(_)) => pick(RecordType::Mbbo, RecordType::Mbbi),
+            (_, ParamKind::String) => pick(RecordType::Stringout, RecordType::Stringin),
+        }
+    }
+}
+
+/// One PV.
+#[derive(Debug)]
+pub struct PvEntry {
+    /// Full PV name.
+    pub name: String,
+    /// The parameter behind it ([`PvDirectory::slot`]).
+    pub slot: usize,
+    pub face: Face,
+    pub record: RecordType,
+}
+
+/// One parameter of one port, and the PVs that show it.
+pub struct ParamSlot {
+    pub port: String,
+    pub store: Arc<ParamStore>,
+    pub idx: usize,
+    pub def: &'static ParamDef,
+    /// Entry ids: the setpoint (if any) first, then the readback.
+    pub entries: Vec<usize>,
+    dirty: AtomicBool,
+}
+
+impl ParamSlot {
+    pub fn value(&self) -> ParamValue {
+        self.store
+            .get(self.idx)
+            .unwrap_or_else(|| self.def.default_value())
+    }
+}
+
+/// Who is asking: the client's host (peer address or announced host name) and user name.
+#[derive(Debug, Clone, Default)]
+pub struct ClientInfo {
+    pub host: String,
+    pub user: String,
+}
+
+/// Called once with the outcome of a put: `Ok` when applied (busy records: when done).
+pub type PutDone = Box<dyn FnOnce(Result<(), String>) + Send>;
+
+/// A protocol view's hook: told `(slot, latest value)` for every changed parameter, at most
+/// every [`POST_INTERVAL`] per parameter, on the publisher thread.
+pub type Sink = Arc<dyn Fn(usize, &ParamValue) + Send + Sync>;
+
+struct Waiter {
+    slot: usize,
+    id: u64,
+    done: PutDone,
+}
+
+#[derive(Default)]
+struct Pending {
+    queue: Vec<usize>,
+    stop: bool,
+}
+
+/// The IOC's PVs by name.
+pub struct PvDirectory {
+    entries: Vec<PvEntry>,
+    by_name: HashMap<String, usize>,
+    slots: Vec<ParamSlot>,
+    graph: Weak<Graph>,
+    rules: AccessRules,
+    waiters: Mutex<(u64, Vec<Waiter>)>,
+    sinks: RwLock<Vec<Sink>>,
+    pending: (Mutex<Pending>, Condvar),
+}
+
+impl PvDirectory {
+    /// The directory of every parameter of every port of `graph`, named `prefix` + the port's
+    /// prefix + the parameter's PV suffix. Two PVs with one name are an error.
+    pub fn build(
+        graph: &Arc<Graph>,
+        prefix: &str,
+        port_prefixes: &HashMap<String, String>,
+        rules: AccessRules,
+    ) -> Result<Arc<PvDirectory>, String> {
+        let mut entries = Vec::new();
+        let mut by_name = HashMap::new();
+        let mut slots = Vec::new();
+        for handle in graph.ports() {
+            let port = handle.name().to_string();
+            let full = format!(
+                "{prefix}{}",
+                port_prefixes.get(&port).map_or("", String::as_str)
+            );
+            let store = handle.params().clone();
+            for (idx, def) in store.defs().iter().copied().enumerate() {
+                let slot = slots.len();
+                let mut ids = Vec::new();
+                for (suffix, face) in faces(def) {
+                    let name = format!("{full}{suffix}");
+                    if by_name.contains_key(&name) {
+                        return Err(format!(
+                            "PV name '{name}' is used twice (check the port prefixes)"
+                        ));
+                    }
+                    by_name.insert(name.clone(), entries.len());
+                    ids.push(entries.len());
+                    entries.push(PvEntry {
+                        name,
+                        slot,
+                        face,
+                        record: RecordType::of(def, face),
+                    });
+                }
+                slots.push(ParamSlot {
+                    port: port.clone(),
+                    store: store.clone(),
+                    idx,
+                    def,
+                    entries: ids,
+                    dirty: AtomicBool::new(false),
+                });
+            }
+        }
+        let dir = Arc::new(PvDirectory {
+            entries,
+            by_name,
+            slots,
+            graph: Arc::downgrade(graph),
+            rules,
+            waiters: Mutex::new((0, Vec::new())),
+            sinks: RwLock::new(Vec::new()),
+            pending: (Mutex::new(Pending::default()), Condvar::new()),
+        });
+        dir.listen();
+        Ok(dir)
+    }
+
+    /// Every store tells the directory of its changes: the slot is marked dirty for the
+    /// publisher, and a busy put waiting for this parameter to return to 0 completes.
+    fn listen(self: &Arc<Self>) {
+        let mut by_store: Vec<(Arc<ParamStore>, Vec<Option<usize>>)> = Vec::new();
+        for (i, s) in self.slots.iter().enumerate() {
+            let pos = match by_store
+                .iter()
+                .position(|(st, _)| Arc::ptr_eq(st, &s.store))
+            {
+                Some(p) => p,
+                None => {
+                    by_store.push((s.store.clone(), vec![None; s.store.defs().len()]));
+                    by_store.len() - 1
+                }
+            };
+            if let Some(x) = by_store[pos].1.get_mut(s.idx) {
+                *x = Some(i);
+            }
+        }
+        for (store, map) in by_store {
+            let dir = Arc::downgrade(self);
+            store.subscribe(move |idx, v| {
+                let (Some(dir), Some(Some(slot))) = (dir.upgrade(), map.get(idx)) else {
+                    return;
+                };
+                dir.changed(*slot, v);
+            });
+        }
+    }
+
+    fn changed(&self, slot: usize, v: &ParamValue) {
+        let Some(s) = self.slots.get(slot) else {
+            return;
+        };
+        if s.def.record.completes_when_done() && v.as_i64() == Some(0) {
+            let fired: Vec<Waiter> = {
+                let mut w = self.waiters.lock();
+                let (done, keep) = std::mem::take(&mut w.1)
+                    .into_iter()
+                    .partition(|w| w.slot == slot);
+                w.1 = keep;
+                done
+            };
+            for w in fired {
+                (w.done)(Ok(()));
+            }
+        }
+        // Only the first change since the last post queues work; later ones ride along.
+        if !s.dirty.swap(true, Ordering::AcqRel) {
+            self.pending.0.lock().queue.push(slot);
+            self.pending.1.notify_one();
+        }
+    }
+
+    pub fn entries(&self) -> &[PvEntry] {
+        &self.entries
+    }
+
+    pub fn entry(&self, id: usize) -> Option<&PvEntry> {
+        self.entries.get(id)
+    }
+
+    pub fn find(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
+    }
+
+    pub fn slots(&self) -> &[ParamSlot] {
+        &self.slots
+    }
+
+    pub fn slot(&self, id: usize) -> Option<&ParamSlot> {
+        self.slots.get(id)
+    }
+
+    /// The slot of an entry.
+    pub fn slot_of(&self, entry: usize) -> Option<&ParamSlot> {
+        self.entries.get(entry).and_then(|e| self.slots.get(e.slot))
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Sorted PV names.
+    pub fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.entries.iter().map(|e| e.name.clone()).collect();
+        v.sort();
+        v
+    }
+
+    /// Whether `entry` accepts puts at all (the setpoint of a writable parameter).
+    pub fn is_writable(&self, entry: usize) -> bool {
+        self.entries
+            .get(entry)
+            .zip(self.slot_of(entry))
+            .is_some_and(|(e, s)| e.face == Face::Setpoint && s.def.writable())
+    }
+
+    /// What `client` may do with the PV `name` (hidden, read, read and write).
+    pub fn rights(&self, name: &str, client: &ClientInfo) -> Rights {
+        let r = self.rules.rights(name, &client.host, &client.user);
+        match self.find(name) {
+            Some(e) if !self.is_writable(e) => r.min(Rights::Read),
+            _ => r,
+        }
+    }
+
+    /// Registers a protocol view. Every parameter is then posted once, so a change made while
+    /// the view was creating its PVs is not missed.
+    pub fn add_sink(&self, sink: Sink) {
+        self.sinks.write().push(sink);
+        for (i, s) in self.slots.iter().enumerate() {
+            if !s.dirty.swap(true, Ordering::AcqRel) {
+                self.pending.0.lock().queue.push(i);
+            }
+        }
+        self.pending.1.notify_one();
+    }
+
+    /// Applies a put from `client` to `entry` and calls `done` with the outcome: at once for
+    /// ordinary records, when the operation has ended for busy ones. A refused put (read-only,
+    /// no access, invalid value) changes nothing and reports why.
+    /// `client` is `None` when the protocol has enforced access on the channel already (CA's
+    /// ACCESS_RIGHTS). `wait`: the client asked for completion (CA WRITE_NOTIFY, pvAccess
+    /// `block=true`); without it a busy put is answered once applied.
+    pub fn put(
+        &self,
+        entry: usize,
+        value: ParamValue,
+        client: Option<&ClientInfo>,
+        wait: bool,
+        done: PutDone,
+    ) {
+        let (Some(e), Some(s)) = (self.entries.get(entry), self.slot_of(entry)) else {
+            return done(Err("no such PV".into()));
+        };
+        if !self.is_writable(entry) {
+            return done(Err(format!("'{}' is read-only", e.name)));
+        }
+        if let Some(c) = client.filter(|c| self.rights(&e.name, c) < Rights::Write) {
+            return done(Err(format!(
+                "no write access to '{}' for {}@{}",
+                e.name, c.user, c.host
+            )));
+        }
+        let Some(graph) = self.graph.upgrade() else {
+            return done(Err("the IOC is shutting down".into()));
+        };
+        // Busy records: register before the put so that an operation ending at once (or
+        // before `put` returns) cannot be missed.
+        let waits = wait
+            && s.def.record.completes_when_done()
+            && s.def.coerce(value.clone()).ok().and_then(|v| v.as_i64()) != Some(0);
+        if !waits {
+            let r = graph.put(&s.port, s.def.name, value);
+            return done(r.map(|_| ()).map_err(|e| e.to_string()));
+        }
+        let id = {
+            let mut w = self.waiters.lock();
+            w.0 += 1;
+            let id = w.0;
+            w.1.push(Waiter {
+                slot: e.slot,
+                id,
+                done,
+            });
+            id
+        };
+        if let Err(err) = graph.put(&s.port, s.def.name, value) {
+            let mine = {
+                let mut w = self.waiters.lock();
+                w.1.iter()
+                    .position(|x| x.id == id)
+                    .map(|p| w.1.swap_remove(p))
+            };
+            if let Some(w) = mine {
+                (w.done)(Err(err.to_string()));
+            }
+        }
+    }
+
+    /// Starts the publisher thread; dropping the handle stops it.
+    pub fn start_publisher(self: &Arc<Self>) -> Result<Publisher, String> {
+        let dir = Arc::clone(self);
+        let thread = std::thread::Builder::new()
+            .name("ndflow-pv-publisher".into())
+            .spawn(move || dir.publish_loop())
+            .map_err(|e| format!("cannot start the PV publisher thread: {e}"))?;
+        Ok(Publisher {
+            dir: Arc::clone(self),
+            thread: Some(thread),
+        })
+    }
+
+    fn publish_loop(&self) {
+        let mut batch = Vec::new();
+        loop {
+            {
+                let mut g = self.pending.0.lock();
+                while g.queue.is_empty() && !g.stop {
+                    self.pending.1.wait(&mut g);
+                }
+                if g.stop {
+                    return;
+                }
+                std::mem::swap(&mut batch, &mut g.queue);
+            }
+            let sinks: Vec<Sink> = self.sinks.read().clone();
+            for &slot in &batch {
+                let Some(s) = self.slots.get(slot) else {
+                    continue;
+                };
+                s.dirty.store(false, Ordering::Release);
+                let v = s.value();
+                for sink in &sinks {
+                    sink(slot, &v);
+                }
+            }
+            batch.clear();
+            std::thread::sleep(POST_INTERVAL);
+        }
+    }
+}
+
+/// The PV suffixes of a parameter and which face each is.
+fn faces(def: &ParamDef) -> Vec<(String, Face)> {
+    match def.access {
+        ParamAccess::ReadWrite => vec![
+            (def.name.to_string(), Face::Setpoint),
+            (format!("{}_RBV", def.name), Face::Readback),
+        ],
+        ParamAccess::ReadOnly => vec![(format!("{}_RBV", def.name), Face::Readback)],
+        ParamAccess::ReadOnlyPlain => vec![(def.name.to_string(), Face::Setpoint)],
+    }
+}
+
+/// The running publisher; dropping it stops the thread.
+pub struct Publisher {
+    dir: Arc<PvDirectory>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        self.dir.pending.0.lock().stop = true;
+        self.dir.pending.1.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

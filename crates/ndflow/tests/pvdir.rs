@@ -1,0 +1,201 @@
+//! The PV directory every protocol reads: names and record types from the declarations, puts
+//! validated by the graph, busy records completing when their operation has ended, access rules.
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ndflow::access::{AccessRule, AccessRules, Rights};
+use ndflow::config::Config;
+use ndflow::pva::ImagePvs;
+use ndflow::pvdir::{ClientInfo, Face, PvDirectory, RecordType};
+use ndflow_core::ParamValue;
+use ndflow_runtime::Graph;
+
+const CFG: &str = r#"prefix = "D:"
+[[port]]
+name = "SIM1"
+type = "sim"
+prefix = "cam1:"
+MaxSizeX = 32
+MaxSizeY = 16
+ImageMode = "Multiple"
+NumImages = 5
+AcquireTime = 0.0
+AcquirePeriod = 0.02
+
+[[port]]
+name = "HDF1"
+type = "hdf5"
+prefix = "HDF1:"
+NDArrayPort = "SIM1"
+"#;
+
+fn setup(rules: AccessRules) -> (Arc<Graph>, Arc<PvDirectory>) {
+    let cfg = Config::parse(CFG, "t.toml").unwrap();
+    let g = Arc::new(Graph::new(1));
+    cfg.build(&g, &ImagePvs::default()).unwrap();
+    let dir = PvDirectory::build(&g, &cfg.prefix, &cfg.port_prefixes(), rules).unwrap();
+    (g, dir)
+}
+
+fn local() -> ClientInfo {
+    ClientInfo {
+        host: "127.0.0.1".into(),
+        user: "tester".into(),
+    }
+}
+
+/// Puts through the directory and returns the outcome and how long completion took.
+fn put(
+    dir: &PvDirectory,
+    name: &str,
+    v: ParamValue,
+    c: Option<&ClientInfo>,
+) -> (Result<(), String>, Duration) {
+    let id = dir.find(name).unwrap_or_else(|| panic!("no PV {name}"));
+    let (tx, rx) = mpsc::channel();
+    let t0 = Instant::now();
+    dir.put(
+        id,
+        v,
+        c,
+        true,
+        Box::new(move |r| {
+            let _ = tx.send(r);
+        }),
+    );
+    let r = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("put never completed");
+    (r, t0.elapsed())
+}
+
+#[test]
+fn names_faces_and_record_types_follow_the_declarations() {
+    let (g, dir) = setup(AccessRules::default());
+    let rec = |n: &str| {
+        dir.entry(dir.find(n).unwrap_or_else(|| panic!("{n}")))
+            .unwrap()
+            .record
+    };
+    assert_eq!(rec("D:cam1:SizeX"), RecordType::Longout);
+    assert_eq!(rec("D:cam1:SizeX_RBV"), RecordType::Longin);
+    assert_eq!(rec("D:cam1:AcquireTime"), RecordType::Ao);
+    assert_eq!(rec("D:cam1:ImageMode"), RecordType::Mbbo);
+    assert_eq!(rec("D:cam1:ImageMode_RBV"), RecordType::Mbbi);
+    assert_eq!(rec("D:cam1:Acquire"), RecordType::Bo);
+    assert_eq!(rec("D:HDF1:Capture"), RecordType::Busy);
+    assert_eq!(rec("D:HDF1:Capture_RBV"), RecordType::Bi);
+    assert_eq!(rec("D:HDF1:FilePath"), RecordType::Waveform);
+    assert_eq!(rec("D:HDF1:FullFileName_RBV"), RecordType::Waveform);
+    assert_eq!(rec("D:HDF1:NDArrayPort"), RecordType::Stringout);
+    let e = dir.entry(dir.find("D:cam1:SizeX_RBV").unwrap()).unwrap();
+    assert_eq!(e.face, Face::Readback);
+    assert!(dir.is_writable(dir.find("D:cam1:SizeX").unwrap()));
+    assert!(!dir.is_writable(dir.find("D:cam1:SizeX_RBV").unwrap()));
+    g.shutdown();
+}
+
+#[test]
+fn acquire_put_completes_when_the_acquisition_has_ended() {
+    let (g, dir) = setup(AccessRules::default());
+    let (r, took) = put(&dir, "D:cam1:Acquire", "Acquire".into(), Some(&local()));
+    assert_eq!(r, Ok(()));
+    // Five frames 20 ms apart: completion waits for the last one.
+    assert!(
+        took >= Duration::from_millis(70),
+        "completed after {took:?}"
+    );
+    assert_eq!(g.get("SIM1", "ArrayCounter").unwrap(), ParamValue::Int(5));
+    assert_eq!(g.get("SIM1", "Acquire").unwrap(), ParamValue::Int(0));
+    // Stopping completes at once.
+    let (r, _) = put(&dir, "D:cam1:Acquire", 0.into(), Some(&local()));
+    assert_eq!(r, Ok(()));
+    g.shutdown();
+}
+
+#[test]
+fn refused_puts_change_nothing_and_say_why() {
+    let (g, dir) = setup(AccessRules::default());
+    let (r, _) = put(&dir, "D:cam1:SizeX", (-4).into(), Some(&local()));
+    let msg = r.unwrap_err();
+    assert!(msg.contains("SizeX") && msg.contains("-4"), "{msg}");
+    assert_eq!(g.get("SIM1", "SizeX").unwrap(), ParamValue::Int(32));
+    let (r, _) = put(&dir, "D:cam1:SizeX_RBV", 4.into(), Some(&local()));
+    assert!(r.unwrap_err().contains("read-only"));
+    // A refused busy put completes at once with the refusal.
+    let (r, _) = put(&dir, "D:cam1:Acquire", "Sometimes".into(), Some(&local()));
+    assert!(r.unwrap_err().contains("Acquire"));
+    g.shutdown();
+}
+
+#[test]
+fn access_rules_decide_rights_per_pv_host_and_user() {
+    let rules = AccessRules {
+        rules: vec![
+            AccessRule {
+                pvs: "D:cam1:*".into(),
+                hosts: vec![],
+                users: vec!["operator".into()],
+                rights: Rights::Write,
+            },
+            AccessRule {
+                pvs: "D:cam1:*".into(),
+                hosts: vec![],
+                users: vec![],
+                rights: Rights::Read,
+            },
+            AccessRule {
+                pvs: "D:HDF1:FilePath*".into(),
+                hosts: vec![],
+                users: vec![],
+                rights: Rights::None,
+            },
+        ],
+    };
+    let (g, dir) = setup(rules);
+    let (r, _) = put(&dir, "D:cam1:SizeX", 8.into(), Some(&local()));
+    assert!(r.unwrap_err().contains("no write access"));
+    assert_eq!(g.get("SIM1", "SizeX").unwrap(), ParamValue::Int(32));
+    let op = ClientInfo {
+        host: "127.0.0.1".into(),
+        user: "operator".into(),
+    };
+    assert_eq!(put(&dir, "D:cam1:SizeX", 8.into(), Some(&op)).0, Ok(()));
+    assert_eq!(g.get("SIM1", "SizeX").unwrap(), ParamValue::Int(8));
+    assert_eq!(dir.rights("D:HDF1:FilePath", &op), Rights::None);
+    assert_eq!(dir.rights("D:HDF1:FileName", &op), Rights::Write);
+    // Readbacks are never writable, whatever the rules say.
+    assert_eq!(dir.rights("D:cam1:SizeX_RBV", &op), Rights::Read);
+    g.shutdown();
+}
+
+#[test]
+fn changes_reach_every_sink_at_a_bounded_rate() {
+    let (g, dir) = setup(AccessRules::default());
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    let slot = dir
+        .slot_of(dir.find("D:cam1:NumImages").unwrap())
+        .map(|s| (s.store.clone(), s.idx))
+        .unwrap();
+    let target = dir
+        .entry(dir.find("D:cam1:NumImages").unwrap())
+        .unwrap()
+        .slot;
+    dir.add_sink(Arc::new(move |s, v| {
+        if s == target {
+            seen2.lock().push(v.clone());
+        }
+    }));
+    let _publisher = dir.start_publisher().unwrap();
+    for i in 1..=10_000i64 {
+        slot.0.set(slot.1, i).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let seen = seen.lock();
+    assert!(!seen.is_empty() && seen.len() < 100, "{} posts", seen.len());
+    assert_eq!(seen.last(), Some(&ParamValue::Int(10_000)));
+    g.shutdown();
+}
