@@ -39,6 +39,10 @@ pub mod pv;
 pub mod server;
 pub mod value;
 
+/// The PV set of the `ca_serve` example and the interop tests.
+#[doc(hidden)]
+pub mod testing;
+
 pub use client::{Client, ClientConfig, ClientError, Reading, Subscription};
 pub use dbr::{DbrInfo, DbrType, Family};
 pub use pv::{Access, CaPv, PutCompletion, PvMeta, PvProvider, StaticProvider};

@@ -1,0 +1,373 @@
+//! Our client against our server over loopback: every native type and DBR family, puts
+//! (plain, notify, slow, refused, failing), monitors, enum, char waveform, a 2 MiB image with
+//! extended headers, record fields, alarms, unknown PVs, and search over UDP.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ndflow_ca::header::eca;
+use ndflow_ca::testing::{demo_provider, image_ramp, IMAGE_LEN, PATH_TEXT};
+use ndflow_ca::{
+    CaValue, Client, ClientConfig, ClientError, DbrType, Family, NativeType, Server, ServerConfig,
+    StaticProvider, Values,
+};
+
+const T: Duration = Duration::from_secs(5);
+
+fn start() -> (Server, Client, Arc<StaticProvider>) {
+    let provider = demo_provider("T:");
+    let mut cfg = ServerConfig::loopback_ephemeral();
+    cfg.max_array_bytes = 100_000_000;
+    let srv = Server::start(cfg, provider.clone()).unwrap();
+    assert!(srv.tcp_addr().ip().is_loopback());
+    assert_eq!(srv.tcp_addr().port(), srv.udp_addr().port());
+    let client = Client::new(ClientConfig::loopback(srv.udp_addr().port())).unwrap();
+    (srv, client, provider)
+}
+
+#[test]
+fn get_every_type_and_family() {
+    let (_srv, c, _) = start();
+    let r = c.get("T:double", T).unwrap();
+    assert_eq!(r.value, CaValue::Double(vec![1.5]));
+    assert!(r.stamp.is_some());
+    let r = c
+        .get_as(
+            "T:double",
+            DbrType::new(Family::Ctrl, NativeType::Double),
+            T,
+        )
+        .unwrap();
+    assert_eq!(r.info.units, "mm");
+    assert_eq!(r.info.precision, 3);
+    assert_eq!(
+        (r.info.lower_disp_limit, r.info.upper_disp_limit),
+        (-10.0, 10.0)
+    );
+    assert_eq!(
+        (r.info.lower_ctrl_limit, r.info.upper_ctrl_limit),
+        (-5.0, 5.0)
+    );
+    // Every PV in every family × type: conversions succeed or fail cleanly.
+    for pv in [
+        "double", "float", "long", "short", "enum", "string", "char", "doubles", "ro",
+    ] {
+        let name = format!("T:{pv}");
+        for fam in Family::ALL {
+            for t in NativeType::ALL {
+                let r = c.get_as(&name, DbrType::new(fam, t), T);
+                match (pv, t, &r) {
+                    // "hello" is no number.
+                    ("string", t, Err(ClientError::Eca { code, .. }))
+                        if t != NativeType::String =>
+                    {
+                        assert_eq!(*code, eca::GETFAIL)
+                    }
+                    (_, _, Ok(r)) => assert_eq!(r.dbr, DbrType::new(fam, t)),
+                    _ => panic!("{name} as {fam:?} {t:?}: {r:?}"),
+                }
+            }
+        }
+    }
+    let r = c
+        .get_as(
+            "T:double",
+            DbrType::new(Family::Plain, NativeType::String),
+            T,
+        )
+        .unwrap();
+    assert_eq!(r.value, CaValue::String("1.500".into()));
+    let r = c
+        .get_as("T:double", DbrType::new(Family::Plain, NativeType::Long), T)
+        .unwrap();
+    assert_eq!(r.value, CaValue::Long(vec![1]));
+    let r = c.get_as("T:double", DbrType::ClassName, T).unwrap();
+    assert_eq!(r.value, CaValue::String("ao".into()));
+}
+
+#[test]
+fn enum_by_index_and_string() {
+    let (_srv, c, _) = start();
+    let r = c
+        .get_as("T:enum", DbrType::new(Family::Gr, NativeType::Enum), T)
+        .unwrap();
+    assert_eq!(r.info.enum_strings, vec!["Off", "On", "Auto"]);
+    assert_eq!(r.value, CaValue::Enum(1));
+    let s = c
+        .get_as("T:enum", DbrType::new(Family::Plain, NativeType::String), T)
+        .unwrap();
+    assert_eq!(s.value, CaValue::String("On".into()));
+    c.put("T:enum", CaValue::String("Auto".into()), true, T)
+        .unwrap();
+    assert_eq!(c.get("T:enum", T).unwrap().value, CaValue::Enum(2));
+    c.put("T:enum", CaValue::Short(vec![0]), true, T).unwrap();
+    assert_eq!(c.get("T:enum", T).unwrap().value, CaValue::Enum(0));
+    let e = c.put("T:enum", CaValue::String("Maybe".into()), true, T);
+    assert_eq!(e.unwrap_err().eca(), Some(eca::PUTFAIL));
+    let e = c.put("T:enum", CaValue::Short(vec![9]), true, T);
+    assert_eq!(e.unwrap_err().eca(), Some(eca::PUTFAIL));
+}
+
+#[test]
+fn char_waveform_text() {
+    let (_srv, c, _) = start();
+    let info = c.info("T:char", T).unwrap();
+    assert_eq!((info.native, info.count), (NativeType::Char, 256));
+    let r = c.get("T:char", T).unwrap();
+    let CaValue::Char(b) = &r.value else { panic!() };
+    assert_eq!(&b[..PATH_TEXT.len()], PATH_TEXT.as_bytes());
+    let s = c
+        .get_as("T:char", DbrType::new(Family::Plain, NativeType::String), T)
+        .unwrap();
+    assert_eq!(s.value, CaValue::String(PATH_TEXT.into()));
+    c.put("T:char", CaValue::String("/tmp/new".into()), true, T)
+        .unwrap();
+    let s = c
+        .get_as("T:char", DbrType::new(Family::Plain, NativeType::String), T)
+        .unwrap();
+    assert_eq!(s.value, CaValue::String("/tmp/new".into()));
+    // Count larger than the current one: zero padded.
+    let r = c
+        .get_count(
+            "T:char",
+            DbrType::new(Family::Plain, NativeType::Char),
+            256,
+            T,
+        )
+        .unwrap();
+    let CaValue::Char(b) = &r.value else { panic!() };
+    assert_eq!(b.len(), 256);
+    assert_eq!(&b[..9], b"/tmp/new\0");
+}
+
+#[test]
+fn large_image_with_extended_header() {
+    let (_srv, c, _) = start();
+    let t0 = Instant::now();
+    let r = c.get("T:image", T).unwrap();
+    let CaValue::Short(v) = &r.value else {
+        panic!()
+    };
+    assert_eq!(v.len(), IMAGE_LEN);
+    assert!(v.iter().enumerate().all(|(k, &x)| x == image_ramp(k)));
+    eprintln!("1 MiB-element image in {:?}", t0.elapsed());
+    // As doubles (8 MiB): converted by the server.
+    let r = c
+        .get_as(
+            "T:image",
+            DbrType::new(Family::Plain, NativeType::Double),
+            T,
+        )
+        .unwrap();
+    let CaValue::Double(v) = &r.value else {
+        panic!()
+    };
+    assert_eq!(v[12345], f64::from(image_ramp(12345)));
+    // A large put both ways.
+    let big: Vec<f64> = (0..100).map(f64::from).collect();
+    c.put("T:doubles", CaValue::Double(big.clone()), true, T)
+        .unwrap();
+    assert_eq!(c.get("T:doubles", T).unwrap().value, CaValue::Double(big));
+    let long: Vec<i16> = (0..40_000).map(|k| (k % 1000) as i16).collect();
+    c.put("T:image", CaValue::Short(long.clone()), true, T)
+        .unwrap();
+    assert_eq!(c.get("T:image", T).unwrap().value, CaValue::Short(long));
+}
+
+#[test]
+fn too_large_is_refused_with_default_limit() {
+    let provider = demo_provider("T:");
+    let srv = Server::start(ServerConfig::loopback_ephemeral(), provider).unwrap();
+    let c = Client::new(ClientConfig::loopback(srv.udp_addr().port())).unwrap();
+    let e = c.get("T:image", T).unwrap_err();
+    assert_eq!(e.eca(), Some(eca::TOLARGE), "{e}");
+    // The circuit survives.
+    assert_eq!(c.get("T:long", T).unwrap().value, CaValue::Long(vec![42]));
+}
+
+#[test]
+fn puts_notify_slow_refused_failing() {
+    let (_srv, c, _) = start();
+    c.put("T:double", CaValue::Double(vec![2.25]), true, T)
+        .unwrap();
+    assert_eq!(
+        c.get("T:double", T).unwrap().value,
+        CaValue::Double(vec![2.25])
+    );
+    c.put("T:double", CaValue::String("4.5".into()), true, T)
+        .unwrap();
+    assert_eq!(
+        c.get("T:double", T).unwrap().value,
+        CaValue::Double(vec![4.5])
+    );
+    let e = c.put("T:double", CaValue::String("abc".into()), true, T);
+    assert_eq!(e.unwrap_err().eca(), Some(eca::PUTFAIL));
+    c.put("T:long", CaValue::Double(vec![7.9]), false, T)
+        .unwrap();
+    let deadline = Instant::now() + T;
+    while c.get("T:long", T).unwrap().value != CaValue::Long(vec![7]) {
+        assert!(Instant::now() < deadline);
+    }
+    c.put("T:string", CaValue::String("x".repeat(60)), true, T)
+        .unwrap();
+    assert_eq!(
+        c.get("T:string", T).unwrap().value,
+        CaValue::String("x".repeat(39))
+    );
+    let t0 = Instant::now();
+    c.put("T:slow", CaValue::Double(vec![3.0]), true, T)
+        .unwrap();
+    assert!(t0.elapsed() >= Duration::from_millis(500));
+    assert_eq!(
+        c.get("T:slow", T).unwrap().value,
+        CaValue::Double(vec![3.0])
+    );
+    let info = c.info("T:ro", T).unwrap();
+    assert!(info.read && !info.write);
+    assert!(matches!(
+        c.put("T:ro", CaValue::Double(vec![1.0]), true, T),
+        Err(ClientError::NoWriteAccess)
+    ));
+    let e = c
+        .put("T:fail", CaValue::Long(vec![1]), true, T)
+        .unwrap_err();
+    assert_eq!(e.eca(), Some(eca::PUTFAIL));
+    assert_eq!(c.get("T:fail", T).unwrap().value, CaValue::Long(vec![0]));
+}
+
+#[test]
+fn monitors_values_alarms_properties() {
+    let (_srv, c, p) = start();
+    let m = c.monitor("T:long").unwrap();
+    assert_eq!(m.recv_timeout(T).unwrap().value, CaValue::Long(vec![42]));
+    c.put("T:long", CaValue::Long(vec![43]), true, T).unwrap();
+    assert_eq!(m.recv_timeout(T).unwrap().value, CaValue::Long(vec![43]));
+    use ndflow_ca::PvProvider;
+    let pv = p.lookup("T:long").unwrap();
+    pv.set_alarm(3, 2);
+    let r = m.recv_timeout(T).unwrap();
+    assert_eq!((r.status, r.severity), (3, 2));
+    let sevr = c.get("T:long.SEVR", T).unwrap();
+    assert_eq!(sevr.value, CaValue::Enum(2));
+    let s = c
+        .get_as(
+            "T:long.SEVR",
+            DbrType::new(Family::Plain, NativeType::String),
+            T,
+        )
+        .unwrap();
+    assert_eq!(s.value, CaValue::String("MAJOR".into()));
+    // Posting many values quickly: the monitor sees the last one.
+    for i in 0..1000 {
+        pv.post(CaValue::Long(vec![i]));
+    }
+    let mut last = None;
+    while let Ok(r) = m.recv_timeout(Duration::from_millis(300)) {
+        last = Some(r.value);
+    }
+    assert_eq!(last, Some(CaValue::Long(vec![999])));
+    // Property monitor on .EGU.
+    let egu = c
+        .monitor_as("T:long.EGU", None, ndflow_ca::header::DBE_VALUE)
+        .unwrap();
+    assert_eq!(
+        egu.recv_timeout(T).unwrap().value,
+        CaValue::String("counts".into())
+    );
+    let mut meta = (*pv.meta()).clone();
+    meta.units = "mm".into();
+    pv.set_meta(meta);
+    assert_eq!(
+        egu.recv_timeout(T).unwrap().value,
+        CaValue::String("mm".into())
+    );
+    drop(m);
+    drop(egu);
+    // Many monitors on one circuit.
+    let subs: Vec<_> = (0..200).map(|_| c.monitor("T:double").unwrap()).collect();
+    for s in &subs {
+        assert!(s.recv_timeout(T).is_ok());
+    }
+    c.put("T:double", CaValue::Double(vec![-1.0]), true, T)
+        .unwrap();
+    for s in &subs {
+        assert_eq!(
+            s.recv_timeout(T).unwrap().value,
+            CaValue::Double(vec![-1.0])
+        );
+    }
+}
+
+#[test]
+fn fields_and_unknown_names() {
+    let (_srv, c, _) = start();
+    let g = |n: &str| c.get(n, T).map(|r| r.value);
+    assert_eq!(g("T:double.VAL").unwrap(), CaValue::Double(vec![1.5]));
+    assert_eq!(g("T:double.EGU").unwrap(), CaValue::String("mm".into()));
+    assert_eq!(
+        g("T:double.DESC").unwrap(),
+        CaValue::String("A double".into())
+    );
+    assert_eq!(
+        g("T:double.NAME").unwrap(),
+        CaValue::String("T:double".into())
+    );
+    assert_eq!(g("T:double.RTYP").unwrap(), CaValue::String("ao".into()));
+    assert_eq!(g("T:double.PREC").unwrap(), CaValue::Short(vec![3]));
+    assert_eq!(g("T:double.HOPR").unwrap(), CaValue::Double(vec![10.0]));
+    assert_eq!(g("T:double.LOPR").unwrap(), CaValue::Double(vec![-10.0]));
+    assert_eq!(g("T:double.DRVH").unwrap(), CaValue::Double(vec![5.0]));
+    assert_eq!(g("T:double.DRVL").unwrap(), CaValue::Double(vec![-5.0]));
+    assert_eq!(g("T:double.STAT").unwrap(), CaValue::Enum(0));
+    assert_eq!(g("T:char.NELM").unwrap(), CaValue::Long(vec![256]));
+    assert_eq!(g("T:doubles.NORD").unwrap(), CaValue::Long(vec![10]));
+    assert!(c.get("T:double.NORD", Duration::from_millis(300)).is_err());
+    assert!(c.get("T:double.FOO", Duration::from_millis(300)).is_err());
+    assert!(matches!(
+        c.get("T:nothing", Duration::from_millis(300)),
+        Err(ClientError::NotFound(_))
+    ));
+    // Fields are read-only.
+    assert!(c
+        .put("T:double.EGU", CaValue::String("m".into()), true, T)
+        .is_err());
+    // Dynamic count: count 0 = current element count.
+    let r = c.get("T:doubles", T).unwrap();
+    assert_eq!(r.values.len(), 10);
+}
+
+#[test]
+fn server_stop_disconnects_clients() {
+    let (srv, c, _) = start();
+    let m = c.monitor("T:long").unwrap();
+    m.recv_timeout(T).unwrap();
+    srv.stop();
+    let deadline = Instant::now() + T;
+    loop {
+        match m.recv_timeout(Duration::from_millis(100)) {
+            Err(ClientError::Disconnected) => break,
+            _ => assert!(Instant::now() < deadline, "no disconnect"),
+        }
+    }
+    assert!(c.get("T:long", Duration::from_millis(300)).is_err());
+}
+
+#[test]
+fn values_helpers() {
+    let (_srv, c, _) = start();
+    let r = c
+        .get_as(
+            "T:doubles",
+            DbrType::new(Family::Plain, NativeType::String),
+            T,
+        )
+        .unwrap();
+    assert_eq!(
+        r.values,
+        Values::String(
+            (0..10)
+                .map(|i| format!("{:.2}", f64::from(i) * 0.5))
+                .collect()
+        )
+    );
+}
