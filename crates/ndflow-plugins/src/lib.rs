@@ -9,6 +9,7 @@
 //! | file | areaDetector plugin |
 //! |---|---|
 //! | `color_convert.rs` | NDPluginColorConvert: Mono/Bayer/RGB1/2/3 conversions, false colour |
+//! | `bad_pixel.rs` | NDPluginBadPixel: Set / Replace / Median of the pixels listed in a JSON file |
 //! | `codec.rs` | NDPluginCodec: compress / decompress (JPEG, Zlib, Blosc, LZ4, LZ4HDF5, BSLZ4) |
 //! | `process.rs` | NDPluginProcess: background, flat field, offset/scale, clipping, recursive filter |
 //! | `roi.rs` | NDPluginROI: N-D region, binning, reverse, scale, type, collapse |
@@ -16,6 +17,7 @@
 //! | `std_arrays.rs` | NDPluginStdArrays: the latest frame as an array parameter |
 //! | `transform.rs` | NDPluginTransform: rotations and mirrors of a 2-D Mono/RGB image |
 
+pub mod bad_pixel;
 pub mod codec;
 pub mod color_convert;
 pub mod process;
