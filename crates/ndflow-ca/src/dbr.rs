@@ -341,6 +341,15 @@ pub fn decode(code: u16, count: usize, p: &[u8]) -> Result<(DbrInfo, Values), Db
             have: p.len(),
         })?)
         .unwrap_or(usize::MAX);
+    // libca sends a single DBR_STRING as strlen + 1 bytes (padded to 8), not 40: strings may
+    // end early and are padded here.
+    let padded;
+    let p = if p.len() < need && et == N::String && p.len() > off && count <= 1 {
+        padded = [p, &vec![0u8; need - p.len()]].concat();
+        &padded[..]
+    } else {
+        p
+    };
     if p.len() < need || p.len() < off {
         return Err(DbrError::Short {
             ty: code,
@@ -666,6 +675,13 @@ mod tests {
             let full = vec![0u8; t.size_n(3)];
             assert!(decode(code, 3, &full).is_ok());
             assert!(decode(code, 3, &full[..full.len() - 1]).is_err());
+            if t.value_type() == NativeType::String {
+                // One string may be shorter than 40 bytes (libca sends strlen + 1).
+                let p = [&vec![0u8; t.value_offset()][..], b"abc\0"].concat();
+                let (_, v) = decode(code, 1, &p).unwrap();
+                assert_eq!(v, Values::String(vec!["abc".into()]));
+                assert!(decode(code, 1, &p[..t.value_offset()]).is_err());
+            }
             assert!(decode(code, usize::MAX, &full).is_err());
         }
         assert!(decode(39, 1, &[0; 64]).is_err());
