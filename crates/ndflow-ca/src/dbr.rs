@@ -334,13 +334,11 @@ pub fn decode(code: u16, count: usize, p: &[u8]) -> Result<(DbrInfo, Values), Db
     let ty = DbrType::from_code(code).ok_or(DbrError::BadType(code))?;
     let off = ty.value_offset();
     let et = ty.value_type();
-    let need = off
-        .checked_add(count.checked_mul(et.elem_size()).ok_or(DbrError::Short {
-            ty: code,
-            count,
-            have: p.len(),
-        })?)
-        .unwrap_or(usize::MAX);
+    let need = off.saturating_add(count.checked_mul(et.elem_size()).ok_or(DbrError::Short {
+        ty: code,
+        count,
+        have: p.len(),
+    })?);
     // libca sends a single DBR_STRING as strlen + 1 bytes (padded to 8), not 40: strings may
     // end early and are padded here.
     let padded;

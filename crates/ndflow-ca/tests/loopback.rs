@@ -371,3 +371,67 @@ fn values_helpers() {
         )
     );
 }
+
+#[test]
+fn udp_search_datagram_and_beacons() {
+    use ndflow_ca::header::{cmd, message, string_message, Header, DO_REPLY};
+    let beacon_rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    beacon_rx
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut cfg = ServerConfig::loopback_ephemeral();
+    cfg.beacon_addrs = vec![beacon_rx.local_addr().unwrap()];
+    let srv = Server::start(cfg, demo_provider("T:")).unwrap();
+    let port = srv.tcp_addr().port();
+    // Beacons: RSRV_IS_UP with our port and increasing ids.
+    let mut ids = Vec::new();
+    let mut buf = [0u8; 1024];
+    for _ in 0..3 {
+        let (n, _) = beacon_rx.recv_from(&mut buf).unwrap();
+        let (h, _) = Header::parse(&buf[..n], 0).unwrap().unwrap();
+        assert_eq!(
+            (h.command, h.data_type, h.count),
+            (cmd::RSRV_IS_UP, 13, u32::from(port))
+        );
+        ids.push(h.p1);
+    }
+    assert!(ids.windows(2).all(|w| w[1] > w[0]), "{ids:?}");
+    // One datagram: VERSION, a known name, an unknown one with DO_REPLY, a field.
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut d = message(Header::new(cmd::VERSION, 0, 13, 0, 0), &[]);
+    d.extend(string_message(
+        Header::new(cmd::SEARCH, 5, 13, 11, 11),
+        "T:long",
+    ));
+    d.extend(string_message(
+        Header::new(cmd::SEARCH, DO_REPLY, 13, 12, 12),
+        "T:none",
+    ));
+    d.extend(string_message(
+        Header::new(cmd::SEARCH, 5, 13, 13, 13),
+        "T:long.EGU",
+    ));
+    d.extend(string_message(
+        Header::new(cmd::SEARCH, 5, 13, 14, 14),
+        "T:none2",
+    ));
+    s.send_to(&d, srv.udp_addr()).unwrap();
+    let (n, _) = s.recv_from(&mut buf).unwrap();
+    let mut off = 0;
+    let mut got = Vec::new();
+    while off < n {
+        let (h, hl) = Header::parse(&buf[off..n], 1024).unwrap().unwrap();
+        got.push((h.command, h.data_type, h.p2));
+        off += hl + h.payload_size as usize;
+    }
+    assert_eq!(
+        got,
+        vec![
+            (cmd::VERSION, 0, 0),
+            (cmd::SEARCH, port, 11),
+            (cmd::NOT_FOUND, DO_REPLY, 12),
+            (cmd::SEARCH, port, 13)
+        ]
+    );
+}

@@ -95,15 +95,17 @@ impl ServerConfig {
                 Some((k, v)) => v.parse().map_err(|_| err(&k, &v, "not a port number")),
             }
         };
-        let mut cfg = Self::default();
-        cfg.tcp_port = port(
-            &["EPICS_CAS_SERVER_PORT", "EPICS_CA_SERVER_PORT"],
-            DEFAULT_SERVER_PORT,
-        )?;
-        cfg.beacon_port = port(
-            &["EPICS_CAS_BEACON_PORT", "EPICS_CA_REPEATER_PORT"],
-            DEFAULT_REPEATER_PORT,
-        )?;
+        let mut cfg = Self {
+            tcp_port: port(
+                &["EPICS_CAS_SERVER_PORT", "EPICS_CA_SERVER_PORT"],
+                DEFAULT_SERVER_PORT,
+            )?,
+            beacon_port: port(
+                &["EPICS_CAS_BEACON_PORT", "EPICS_CA_REPEATER_PORT"],
+                DEFAULT_REPEATER_PORT,
+            )?,
+            ..Self::default()
+        };
         if let Some(v) = get("EPICS_CAS_INTF_ADDR_LIST") {
             let mut list = Vec::new();
             for e in v.split_whitespace() {
