@@ -18,6 +18,8 @@ pub struct FuzzConn {
     buf: Vec<u8>,
     /// Connections closed because of what was fed.
     pub closed: usize,
+    /// Messages that reached the session's handlers.
+    pub handled: usize,
 }
 
 impl FuzzConn {
@@ -30,6 +32,7 @@ impl FuzzConn {
             completions: rx,
             buf: Vec::new(),
             closed: 0,
+            handled: 0,
         }
     }
 
@@ -62,6 +65,7 @@ impl FuzzConn {
                     }
                     let payload = self.buf[start + hlen..start + total].to_vec();
                     start += total;
+                    self.handled += 1;
                     if self.session.handle(&h, &payload, &mut out).is_err() {
                         self.reset();
                         return out;
@@ -79,6 +83,12 @@ impl FuzzConn {
             }
         }
         out
+    }
+
+    /// Forget an incomplete message but keep the session (channels, subscriptions), so that a
+    /// mutated size does not swallow the rest of the test's stream.
+    pub fn discard_partial(&mut self) {
+        self.buf.clear();
     }
 
     /// Buffered bytes of an incomplete message.
