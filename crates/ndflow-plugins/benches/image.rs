@@ -1,0 +1,116 @@
+//! Image plugin kernels (Transform, ColorConvert, BadPixel Set, FFT) on 1024×1024 frames,
+//! next to a memcpy of the same bytes (throughput = input bytes).
+//!
+//! Run: `cargo bench -p ndflow-plugins --bench image -- --quick`
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use ndflow_core::{ColorMode, NDArray, Pixel};
+use ndflow_plugins::bad_pixel::BadPixelPlugin;
+use ndflow_plugins::color_convert::ColorConvertPlugin;
+use ndflow_plugins::fft::FftPlugin;
+use ndflow_plugins::transform::TransformPlugin;
+use ndflow_runtime::{Plugin, PluginHarness};
+
+const W: usize = 1024;
+
+fn frame<T: Pixel, P: Plugin>(
+    h: &PluginHarness<P>,
+    sizes: &[usize],
+    mode: ColorMode,
+) -> Arc<NDArray> {
+    let n: usize = sizes.iter().product();
+    let data: Vec<T> = (0..n).map(|i| T::from_f64((i % 251) as f64)).collect();
+    match NDArray::from_pixels(&h.pool, sizes, &data) {
+        Ok(mut f) => {
+            f.set_color_mode(mode);
+            Arc::new(f)
+        }
+        Err(e) => panic!("bench frame: {e}"),
+    }
+}
+
+fn harness<P: Plugin>(p: P, puts: &[(&str, i64)]) -> PluginHarness<P> {
+    let h = PluginHarness::new(p);
+    for (k, v) in puts {
+        if let Err(e) = h.put(k, *v) {
+            panic!("bench setup {k}: {e}");
+        }
+    }
+    h
+}
+
+fn run<P: Plugin>(h: &PluginHarness<P>, f: &Arc<NDArray>) {
+    match h.process_arc(f) {
+        Ok(out) => drop(black_box(out)),
+        Err(e) => panic!("bench process: {e}"),
+    }
+}
+
+fn memcpy(g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>, bytes: usize) {
+    let src = vec![7u8; bytes];
+    let mut dst = vec![0u8; bytes];
+    g.throughput(Throughput::Bytes(bytes as u64));
+    g.bench_function(format!("memcpy_{}KiB", bytes / 1024), |b| {
+        b.iter(|| {
+            dst.copy_from_slice(black_box(&src));
+            black_box(&mut dst);
+        })
+    });
+}
+
+fn benches(c: &mut Criterion) {
+    let mut g = c.benchmark_group("image");
+    memcpy(&mut g, W * W * 2);
+    g.throughput(Throughput::Bytes((W * W * 2) as u64));
+    for (kind, name) in [
+        (1, "rot90"),
+        (4, "mirror"),
+        (5, "transpose"),
+        (6, "rot180mirror"),
+    ] {
+        let h = harness(TransformPlugin::new(), &[("Type", kind)]);
+        let f = frame::<u16, _>(&h, &[W, W], ColorMode::Mono);
+        g.bench_function(format!("transform_{name}_1024_u16"), |b| {
+            b.iter(|| run(&h, &f))
+        });
+    }
+    let h = harness(ColorConvertPlugin::new(), &[("ColorModeOut", 2)]);
+    let f = frame::<u16, _>(&h, &[W, W], ColorMode::Mono);
+    g.bench_function("colorconvert_mono_to_rgb1_1024_u16", |b| {
+        b.iter(|| run(&h, &f))
+    });
+    let h = harness(BadPixelPlugin::new(), &[]);
+    let path =
+        std::env::temp_dir().join(format!("ndflow-bench-badpixel-{}.json", std::process::id()));
+    let list: Vec<String> = (0..100)
+        .map(|i| format!("{{\"Pixel\": [{}, {}], \"Set\": 0}}", i * 10, i * 7))
+        .collect();
+    if let Err(e) = std::fs::write(&path, format!("{{\"Bad pixels\": [{}]}}", list.join(","))) {
+        panic!("bench file: {e}");
+    }
+    if let Err(e) = h.put("FileName", path.to_string_lossy().as_ref()) {
+        panic!("bench setup: {e}");
+    }
+    let f = frame::<u16, _>(&h, &[W, W], ColorMode::Mono);
+    g.bench_function("badpixel_set100_1024_u16", |b| b.iter(|| run(&h, &f)));
+    let h = harness(FftPlugin::new(), &[]);
+    let f = frame::<u16, _>(&h, &[W, W], ColorMode::Mono);
+    g.bench_function("fft_2d_1024_u16", |b| b.iter(|| run(&h, &f)));
+
+    memcpy(&mut g, W * W * 3);
+    g.throughput(Throughput::Bytes((W * W * 3) as u64));
+    for (out, name) in [(4, "rgb3"), (0, "mono")] {
+        let h = harness(ColorConvertPlugin::new(), &[("ColorModeOut", out)]);
+        let f = frame::<u8, _>(&h, &[3, W, W], ColorMode::RGB1);
+        g.bench_function(format!("colorconvert_rgb1_to_{name}_1024_u8"), |b| {
+            b.iter(|| run(&h, &f))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(image_benches, benches);
+criterion_main!(image_benches);
