@@ -39,9 +39,10 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     let images = Arc::new(ImagePvs::default());
     cfg.build(&graph, &images).map_err(|e| e.to_string())?;
     let serve_pva = cfg.pva && !opts.no_pva;
+    let serve_ca = cfg.ca && !opts.no_ca;
     let mut publisher = None;
-    let mut pva = None;
-    if serve_pva {
+    let (mut pva, mut ca) = (None, None);
+    if serve_pva || serve_ca {
         let dir = PvDirectory::build(
             &graph,
             &cfg.prefix,
@@ -54,6 +55,13 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
                 eprintln!("{}", service.describe());
             }
             pva = Some(service);
+        }
+        if serve_ca {
+            let service = crate::ca::CaService::start(&dir)?;
+            if !opts.quiet {
+                eprintln!("{}", service.describe());
+            }
+            ca = Some(service);
         }
         publisher = Some(dir.start_publisher()?);
     }
@@ -101,6 +109,7 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
         std::fs::write(path, text + "\n")
             .map_err(|e| format!("cannot write summary {}: {e}", path.display()))?;
     }
+    drop(ca.take());
     drop(pva.take());
     drop(publisher);
     graph.shutdown();

@@ -9,6 +9,7 @@ pub mod bench;
 pub mod bench_codec;
 pub mod bench_hdf5;
 pub mod bench_pva;
+pub mod ca;
 pub mod config;
 pub mod ioc;
 pub mod pva;

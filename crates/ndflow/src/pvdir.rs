@@ -268,6 +268,10 @@ impl PvDirectory {
                 w.1 = keep;
                 done
             };
+            if !fired.is_empty() {
+                // A client that reads after its put completed sees the final value.
+                self.post_now(slot);
+            }
             for w in fired {
                 (w.done)(Ok(()));
             }
@@ -384,6 +388,11 @@ impl PvDirectory {
             && s.def.coerce(value.clone()).ok().and_then(|v| v.as_i64()) != Some(0);
         if !waits {
             let r = graph.put(&s.port, s.def.name, value);
+            if r.is_ok() {
+                // A get after the put's reply must see the new value, not wait for the
+                // publisher's next round.
+                self.post_now(e.slot);
+            }
             return done(r.map(|_| ()).map_err(|e| e.to_string()));
         }
         let id = {
@@ -407,6 +416,18 @@ impl PvDirectory {
             if let Some(w) = mine {
                 (w.done)(Err(err.to_string()));
             }
+        }
+    }
+
+    /// Posts a slot's current value to every view at once (outside the rate limit).
+    fn post_now(&self, slot: usize) {
+        let Some(s) = self.slots.get(slot) else {
+            return;
+        };
+        let v = s.value();
+        let sinks: Vec<Sink> = self.sinks.read().clone();
+        for sink in &sinks {
+            sink(slot, &v);
         }
     }
 
