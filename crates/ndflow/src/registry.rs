@@ -96,6 +96,18 @@ pub const TYPES: &[(&str, &str, bool, &str)] = &[
         false,
         "Colour mode conversion: Mono/Bayer/RGB1/2/3, false colour",
     ),
+    (
+        "badpixel",
+        "NDPluginBadPixel",
+        false,
+        "Bad pixels from a JSON file: Set, Replace or Median, following ROI/binning",
+    ),
+    (
+        "fft",
+        "NDPluginFFT",
+        false,
+        "1-D/2-D FFT: averaged |FFT| frame, real/imaginary/abs waveforms",
+    ),
 ];
 
 pub fn type_names() -> Vec<&'static str> {
@@ -124,6 +136,8 @@ fn new_plugin(type_name: &str) -> Option<Arc<dyn Plugin>> {
         "hdf5" => Arc::new(ndflow_io::Hdf5FilePlugin::new()),
         "transform" => Arc::new(ndflow_plugins::transform::TransformPlugin::new()),
         "colorconvert" => Arc::new(ndflow_plugins::color_convert::ColorConvertPlugin::new()),
+        "badpixel" => Arc::new(ndflow_plugins::bad_pixel::BadPixelPlugin::new()),
+        "fft" => Arc::new(ndflow_plugins::fft::FftPlugin::new()),
         _ => return None,
     })
 }
