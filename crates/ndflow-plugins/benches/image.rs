@@ -1,4 +1,4 @@
-//! Image plugin kernels (Transform, ColorConvert, BadPixel Set, FFT) on 1024×1024 frames,
+//! Image plugin kernels (Transform, ColorConvert, BadPixel Set, FFT, Overlay) on 1024×1024 frames,
 //! next to a memcpy of the same bytes (throughput = input bytes).
 //!
 //! Run: `cargo bench -p ndflow-plugins --bench image -- --quick`
@@ -11,6 +11,7 @@ use ndflow_core::{ColorMode, NDArray, Pixel};
 use ndflow_plugins::bad_pixel::BadPixelPlugin;
 use ndflow_plugins::color_convert::ColorConvertPlugin;
 use ndflow_plugins::fft::FftPlugin;
+use ndflow_plugins::overlay::OverlayPlugin;
 use ndflow_plugins::transform::TransformPlugin;
 use ndflow_runtime::{Plugin, PluginHarness};
 
@@ -42,6 +43,33 @@ fn harness<P: Plugin>(p: P, puts: &[(&str, i64)]) -> PluginHarness<P> {
     h
 }
 
+/// Eight overlays, two of each shape, spread over a 1024x1024 frame; text with a time stamp.
+fn overlay_harness() -> PluginHarness<OverlayPlugin> {
+    let h = harness(OverlayPlugin::new(), &[]);
+    for n in 1..=8i64 {
+        let puts = [
+            ("Use", 1),
+            ("Shape", (n - 1) % 4),
+            ("DrawMode", n % 2),
+            ("SizeX", 200),
+            ("SizeY", 150),
+            ("PositionX", 100 * n),
+            ("PositionY", 90 * n),
+            ("WidthX", 3),
+            ("WidthY", 3),
+        ];
+        for (k, v) in puts {
+            if let Err(e) = h.put(&format!("{n}:{k}"), v) {
+                panic!("bench setup {k}: {e}");
+            }
+        }
+        if let Err(e) = h.put(&format!("{n}:DisplayText"), "ndflow overlay ") {
+            panic!("bench setup: {e}");
+        }
+    }
+    h
+}
+
 fn run<P: Plugin>(h: &PluginHarness<P>, f: &Arc<NDArray>) {
     match h.process_arc(f) {
         Ok(out) => drop(black_box(out)),
@@ -67,9 +95,11 @@ fn benches(c: &mut Criterion) {
     g.throughput(Throughput::Bytes((W * W * 2) as u64));
     for (kind, name) in [
         (1, "rot90"),
+        (3, "rot270"),
         (4, "mirror"),
         (5, "transpose"),
         (6, "rot180mirror"),
+        (7, "rot270mirror"),
     ] {
         let h = harness(TransformPlugin::new(), &[("Type", kind)]);
         let f = frame::<u16, _>(&h, &[W, W], ColorMode::Mono);
@@ -96,6 +126,9 @@ fn benches(c: &mut Criterion) {
     }
     let f = frame::<u16, _>(&h, &[W, W], ColorMode::Mono);
     g.bench_function("badpixel_set100_1024_u16", |b| b.iter(|| run(&h, &f)));
+    let h = overlay_harness();
+    let f = frame::<u16, _>(&h, &[W, W], ColorMode::Mono);
+    g.bench_function("overlay_8shapes_1024_u16", |b| b.iter(|| run(&h, &f)));
     let h = harness(FftPlugin::new(), &[]);
     let f = frame::<u16, _>(&h, &[W, W], ColorMode::Mono);
     g.bench_function("fft_2d_1024_u16", |b| b.iter(|| run(&h, &f)));
@@ -109,6 +142,9 @@ fn benches(c: &mut Criterion) {
             b.iter(|| run(&h, &f))
         });
     }
+    let h = overlay_harness();
+    let f = frame::<u8, _>(&h, &[3, W, W], ColorMode::RGB1);
+    g.bench_function("overlay_8shapes_1024_rgb1_u8", |b| b.iter(|| run(&h, &f)));
     g.finish();
 }
 

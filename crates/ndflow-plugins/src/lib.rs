@@ -12,6 +12,7 @@
 //! | `bad_pixel.rs` | NDPluginBadPixel: Set / Replace / Median of the pixels listed in a JSON file |
 //! | `codec.rs` | NDPluginCodec: compress / decompress (JPEG, Zlib, Blosc, LZ4, LZ4HDF5, BSLZ4) |
 //! | `fft.rs` | NDPluginFFT: 1-D/2-D FFT, averaged |FFT| frame and waveforms |
+//! | `overlay.rs` | NDPluginOverlay: 8 crosses/rectangles/ellipses/text lines, Set or XOR |
 //! | `process.rs` | NDPluginProcess: background, flat field, offset/scale, clipping, recursive filter |
 //! | `roi.rs` | NDPluginROI: N-D region, binning, reverse, scale, type, collapse |
 //! | `stats.rs` | NDPluginStats: statistics, centroid/moments, profiles, histogram |
@@ -22,6 +23,7 @@ pub mod bad_pixel;
 pub mod codec;
 pub mod color_convert;
 pub mod fft;
+pub mod overlay;
 pub mod process;
 pub mod roi;
 pub mod stats;

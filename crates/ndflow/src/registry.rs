@@ -108,6 +108,12 @@ pub const TYPES: &[(&str, &str, bool, &str)] = &[
         false,
         "1-D/2-D FFT: averaged |FFT| frame, real/imaginary/abs waveforms",
     ),
+    (
+        "overlay",
+        "NDPluginOverlay",
+        false,
+        "8 crosses/rectangles/ellipses/text lines drawn on Mono or RGB images, Set or XOR",
+    ),
 ];
 
 pub fn type_names() -> Vec<&'static str> {
@@ -138,6 +144,7 @@ fn new_plugin(type_name: &str) -> Option<Arc<dyn Plugin>> {
         "colorconvert" => Arc::new(ndflow_plugins::color_convert::ColorConvertPlugin::new()),
         "badpixel" => Arc::new(ndflow_plugins::bad_pixel::BadPixelPlugin::new()),
         "fft" => Arc::new(ndflow_plugins::fft::FftPlugin::new()),
+        "overlay" => Arc::new(ndflow_plugins::overlay::OverlayPlugin::new()),
         _ => return None,
     })
 }
