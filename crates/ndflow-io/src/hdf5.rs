@@ -24,18 +24,28 @@
 //!   frame written before; the NDFile machinery reports it (WriteStatus, WriteMessage,
 //!   FramesNotWritten) and the pipeline goes on.
 //!
-//! Not implemented from NDFileHDF5: XML layout files (XMLFileName: the default layout is
-//! always used), extra dimensions and position mode (NumExtraDims, PosName*/PosIndex*),
-//! DimAttDatasets, attribute routing of frames to several detector datasets. NumFramesChunks
-//! above 1 is written through the pipeline (HDF5 caches the partial chunk), not in memory.
+//! * **XML layouts** ([`xml_layout`], [`xml_write`]): XMLFileName (a path or the XML text)
+//!   replaces the NeXus layout; an invalid one sets XMLValid = No, XMLErrorMsg, and no file
+//!   opens. Several detector datasets: the `detector_data_destination` NDAttribute names a
+//!   frame's dataset (unknown or absent: the default one).
+//! * **Extra dims and position mode** ([`extra_dims`]): frame axes `[…, Y, X, N]` filled N
+//!   fastest, or at the indices of the PosNameDim* attributes; DimAttDatasets gives the
+//!   NDAttribute datasets the same axes. Direct chunk write still applies when every extra
+//!   dim's chunk is 1.
+//!
+//! NumFramesChunks above 1 is written through the pipeline (HDF5 caches the partial chunk),
+//! not in memory.
 
 mod attributes;
 mod chunk;
+pub mod extra_dims;
 mod filters;
 mod layout;
 mod reserve;
 mod settings;
 mod swmr;
+pub mod xml_layout;
+mod xml_write;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -45,15 +55,17 @@ use hdf5_metno as h5;
 use hdf5_metno::filters::{Filter, SZip};
 use hdf5_metno_sys::h5t::{H5Tcopy, H5Tset_offset, H5Tset_precision};
 use ndflow_core::{
-    with_pixel_type, ColorMode, DataType, NDArray, ParamDef, ParamStore, ParamValue,
+    with_pixel_type, AttrValue, ColorMode, DataType, NDArray, NDAttribute, ParamDef, ParamStore,
+    ParamValue,
 };
 
 use crate::file::{FileWriterPlugin, Format};
-use attributes::{AttributeColumns, Performance};
-use layout::Groups;
+use attributes::{AttributeColumns, DimShape, Performance, Target};
+use extra_dims::ExtraDims;
 use reserve::Reserve;
 use settings::{Compression, Settings};
 use swmr::FlushPolicy;
+use xml_layout::{Layout, When};
 
 pub use chunk::{read_raw_chunk, DataFilter};
 pub use filters::{
@@ -78,10 +90,25 @@ pub struct Hdf5Format {
     file: Option<OpenFile>,
 }
 
+/// One detector dataset: frames written to it and its current frame-axes extent.
+struct DetData {
+    name: String,
+    ds: h5::Dataset,
+    written: u64,
+    extent: Vec<usize>,
+}
+
 struct OpenFile {
     path: PathBuf,
     file: h5::File,
-    data: h5::Dataset,
+    /// The default detector dataset first.
+    dets: Vec<DetData>,
+    /// Frame axes (None in Single mode: no frame axis).
+    extra: Option<ExtraDims>,
+    /// `detector_data_destination`: the NDAttribute naming a frame's dataset.
+    destination: Option<String>,
+    /// XML layout with OnFileClose attributes, and the last frame's NDAttributes for them.
+    close_attrs: Option<(Layout, Vec<NDAttribute>)>,
     mem_type: h5::Datatype,
     frame_shape: Vec<usize>,
     data_type: DataType,
@@ -194,6 +221,45 @@ fn filters_for(
     })
 }
 
+/// The NDAttribute datasets of an XML layout: where the layout names them (with their
+/// `when`), the others in the ndattr_default group (or not at all).
+fn xml_columns(
+    file: &h5::File,
+    l: &Layout,
+    frame: &NDArray,
+    chunk: usize,
+    dims: Option<&DimShape>,
+) -> h5::Result<AttributeColumns> {
+    let placed = l.ndattr_datasets();
+    let default_group = l.ndattr_default_group();
+    let place = |name: &str| -> h5::Result<Option<Target>> {
+        if let Some((path, _, when)) = placed.iter().find(|(_, a, _)| a == name) {
+            let (g, ds) = xml_write::split(path);
+            return Ok(Some(Target {
+                group: file.group(g)?,
+                name: ds.to_string(),
+                when: *when,
+            }));
+        }
+        // Someone else's dataset may already hold the name: ADCore skips those too.
+        let Some(g) = &default_group else {
+            return Ok(None);
+        };
+        let group = file.group(g)?;
+        let ds = attributes::safe_name(name);
+        if group.link_exists(&ds) {
+            return Ok(None);
+        }
+        Ok(Some(Target {
+            group,
+            name: ds,
+            when: When::OnFileWrite,
+        }))
+    };
+    let wanted: Vec<String> = placed.iter().map(|(_, a, _)| a.clone()).collect();
+    AttributeColumns::create_placed(frame, chunk, dims, &wanted, &place)
+}
+
 impl OpenFile {
     fn create(path: &Path, frame: &NDArray, p: &ParamStore) -> io::Result<OpenFile> {
         register_filters().map_err(io::Error::other)?;
@@ -205,10 +271,13 @@ impl OpenFile {
                 frame.sizes()
             )));
         }
-        let (chunk, per_dim) = chunk_shape(&shape, &s.chunks, s.multi);
-        let frames_per_chunk = if s.multi { chunk[0] } else { 1 };
-        let one_frame_chunks =
-            chunk[chunk.len() - shape.len()..] == shape[..] && frames_per_chunk == 1;
+        let (frame_chunk, per_dim) = chunk_shape(&shape, &s.chunks, false);
+        let extra = s.multi.then(|| s.extra.clone());
+        let axes = extra.as_ref().map_or(&[][..], |e| &e.sizes[..]);
+        let axis_chunks = extra.as_ref().map_or(&[][..], |e| &e.chunks[..]);
+        let chunk: Vec<usize> = axis_chunks.iter().chain(&frame_chunk).copied().collect();
+        let frames_per_chunk = axis_chunks.last().copied().unwrap_or(1);
+        let one_frame_chunks = frame_chunk == shape && axis_chunks.iter().all(|&c| c == 1);
         let (flush, flush_frames) = FlushPolicy::new(s.flush_frames, frames_per_chunk, s.swmr);
         Settings::publish(p, &per_dim, frames_per_chunk, flush_frames);
         let filters = filters_for(&s, frame, &chunk, one_frame_chunks)?;
@@ -227,37 +296,78 @@ impl OpenFile {
             f
         });
         let file = builder.create(path).map_err(h5err("create"))?;
-        let groups = layout::create_groups(&file).map_err(h5err("layout"))?;
-        let extents: Vec<h5::Extent> = s
-            .multi
-            .then(|| h5::Extent::resizable(0))
-            .into_iter()
+        // Frame axes start empty and grow with the frames written.
+        let extents: Vec<h5::Extent> = axes
+            .iter()
+            .map(|&n| h5::Extent::new(0, (n > 0).then_some(n)))
             .chain(shape.iter().map(|&d| h5::Extent::fixed(d)))
             .collect();
-        let data = with_pixel_type!(frame.data_type, T => {
-            groups
-                .detector
-                .new_dataset_builder()
-                .empty_as(&file_type)
-                .shape(h5::SimpleExtents::from_vec(extents))
-                .chunk(chunk.clone())
-                .set_filters(&filters)
-                .fill_value(s.fill as T)
-                .create("data")
-        })
-        .map_err(h5err("detector dataset"))?;
-        layout::finish_data(&groups, &data, frame).map_err(h5err("layout"))?;
-        let attrs = s
-            .store_attr
-            .then(|| AttributeColumns::create(&groups, frame, s.attr_chunk))
-            .transpose()
-            .map_err(h5err("attribute datasets"))?;
-        let perf = s
-            .store_perform
-            .then(|| Performance::create(&groups, frame.total_bytes(), s.attr_chunk))
-            .transpose()
-            .map_err(h5err("performance dataset"))?;
-        drop::<Groups>(groups);
+        let make_detector = |g: &h5::Group, name: &str| -> h5::Result<h5::Dataset> {
+            let data = with_pixel_type!(frame.data_type, T => {
+                g.new_dataset_builder()
+                    .empty_as(&file_type)
+                    .shape(h5::SimpleExtents::from_vec(extents.clone()))
+                    .chunk(chunk.clone())
+                    .set_filters(&filters)
+                    .fill_value(s.fill as T)
+                    .create(name)
+            })?;
+            layout::data_attributes(&data, frame)?;
+            Ok(data)
+        };
+        let dim_shape = (s.dim_att && extra.is_some()).then(|| DimShape {
+            sizes: axes.to_vec(),
+            chunks: axis_chunks.iter().map(|&c| c.max(1)).collect(),
+            keep_1d: match &extra {
+                Some(e) if e.pos_names.is_some() => e.index_names.clone(),
+                _ => Vec::new(),
+            },
+        });
+        let (detectors, attrs, perf) = match &s.layout {
+            None => {
+                let groups = layout::create_groups(&file).map_err(h5err("layout"))?;
+                let data = make_detector(&groups.detector, "data")
+                    .map_err(h5err("detector dataset"))?;
+                layout::link_data(&groups).map_err(h5err("layout"))?;
+                let attrs = s
+                    .store_attr
+                    .then(|| {
+                        AttributeColumns::create(&groups, frame, s.attr_chunk, dim_shape.as_ref())
+                    })
+                    .transpose()
+                    .map_err(h5err("attribute datasets"))?;
+                let perf = s
+                    .store_perform
+                    .then(|| {
+                        Performance::create(&groups.performance, frame.total_bytes(), s.attr_chunk)
+                    })
+                    .transpose()
+                    .map_err(h5err("performance dataset"))?;
+                (vec![("data".to_string(), data)], attrs, perf)
+            }
+            Some(l) => {
+                let built = xml_write::build(&file, l, &frame.attributes, &make_detector)
+                    .map_err(h5err("XML layout"))?;
+                let attrs = s
+                    .store_attr
+                    .then(|| xml_columns(&file, l, frame, s.attr_chunk, dim_shape.as_ref()))
+                    .transpose()
+                    .map_err(h5err("attribute datasets"))?;
+                let perf = match l.performance_group() {
+                    Some(g) if s.store_perform => Some(
+                        file.group(&g)
+                            .and_then(|g| {
+                                Performance::create(&g, frame.total_bytes(), s.attr_chunk)
+                            })
+                            .map_err(h5err("performance dataset"))?,
+                    ),
+                    _ => None,
+                };
+                xml_write::finish_open(&file, l, &frame.attributes)
+                    .map_err(h5err("XML layout"))?;
+                (built.detectors, attrs, perf)
+            }
+        };
         if s.swmr {
             file.start_swmr().map_err(h5err("start SWMR"))?;
         }
@@ -265,12 +375,28 @@ impl OpenFile {
         set(p, "SWMRCbCounter", 0i64);
         let chunk_bytes = attrs.as_ref().map_or(0, |a| a.chunk_bytes())
             + perf.as_ref().map_or(0, |p| p.chunk_bytes());
+        let close_attrs = s
+            .layout
+            .clone()
+            .filter(xml_write::has_close_attrs)
+            .map(|l| (l, frame.attributes.clone()));
         Ok(OpenFile {
             path: path.to_path_buf(),
             // No reservation where a second descriptor cannot be had: writes still work.
             reserve: Reserve::open(path, reserve::margin(chunk_bytes as u64)).ok(),
             file,
-            data,
+            dets: detectors
+                .into_iter()
+                .map(|(name, ds)| DetData {
+                    name,
+                    ds,
+                    written: 0,
+                    extent: vec![0; axes.len()],
+                })
+                .collect(),
+            destination: s.layout.as_ref().and_then(|l| l.destination.clone()),
+            close_attrs,
+            extra,
             mem_type,
             frame_shape: shape,
             data_type: frame.data_type,
@@ -286,6 +412,20 @@ impl OpenFile {
             unpacked: Vec::new(),
             opened: Instant::now(),
         })
+    }
+
+    /// The detector dataset a frame goes to: the one its destination attribute names, else
+    /// the default (ADCore `detector_data_destination`).
+    fn route(&self, frame: &NDArray) -> usize {
+        let Some(attr) = &self.destination else {
+            return 0;
+        };
+        let name = match frame.attribute(attr).map(|a| &a.value) {
+            Some(AttrValue::String(s)) => s.trim().to_string(),
+            Some(v) => v.as_f64().map(|x| (x as i64).to_string()).unwrap_or_default(),
+            None => return 0,
+        };
+        self.dets.iter().position(|d| d.name == name).unwrap_or(0)
     }
 
     fn write(&mut self, frame: &NDArray, p: &ParamStore) -> io::Result<()> {
@@ -331,18 +471,29 @@ impl OpenFile {
                 )
             })?;
         }
-        let n = self.written as usize;
-        let offset: Vec<usize> = self
-            .multi
-            .then_some(n)
-            .into_iter()
+        let di = self.route(frame);
+        let axes = match &self.extra {
+            Some(e) => e.offset(frame, self.dets[di].written).map_err(bad)?,
+            None => Vec::new(),
+        };
+        let det = &mut self.dets[di];
+        let offset: Vec<usize> = axes
+            .iter()
+            .copied()
             .chain(self.frame_shape.iter().map(|_| 0))
             .collect();
-        if self.multi {
-            let dims: Vec<usize> = std::iter::once(n + 1)
-                .chain(self.frame_shape.iter().copied())
-                .collect();
-            self.data.resize(dims).map_err(h5err("extend"))?;
+        let old_extent = det.extent.clone();
+        let grown: Vec<usize> = old_extent
+            .iter()
+            .zip(&axes)
+            .map(|(&e, &o)| e.max(o + 1))
+            .collect();
+        let full = |ext: &[usize]| -> Vec<usize> {
+            ext.iter().chain(&self.frame_shape).copied().collect()
+        };
+        if grown != old_extent {
+            det.ds.resize(full(&grown)).map_err(h5err("extend"))?;
+            det.extent = grown;
         }
         let res = if let Some(len) = direct_bytes {
             let bytes = if frame.codec.name == "bslz4" || frame.codec.name == "lz4" {
@@ -350,7 +501,7 @@ impl OpenFile {
             } else {
                 frame.data_bytes().get(..len)
             };
-            chunk::write_chunk(&self.data, &offset, bytes.ok_or_else(short)?)
+            chunk::write_chunk(&det.ds, &offset, bytes.ok_or_else(short)?)
         } else {
             let bytes = if frame.is_compressed() {
                 &self.unpacked[..]
@@ -358,30 +509,31 @@ impl OpenFile {
                 frame.data_bytes().get(..raw_len).ok_or_else(short)?
             };
             if self.filter == DataFilter::None && self.one_frame_chunks {
-                chunk::write_chunk(&self.data, &offset, bytes)
+                chunk::write_chunk(&det.ds, &offset, bytes)
             } else {
-                let count: Vec<usize> = self
-                    .multi
-                    .then_some(1)
-                    .into_iter()
+                let count: Vec<usize> = axes
+                    .iter()
+                    .map(|_| 1)
                     .chain(self.frame_shape.iter().copied())
                     .collect();
-                chunk::write_hyperslab(&self.data, &self.mem_type, &offset, &count, bytes)
+                chunk::write_hyperslab(&det.ds, &self.mem_type, &offset, &count, bytes)
             }
         };
         if let Err(e) = res {
-            if self.multi {
+            if det.extent != old_extent {
                 // Do not leave an extent claiming a frame that is not there.
-                let dims: Vec<usize> = std::iter::once(n)
-                    .chain(self.frame_shape.iter().copied())
-                    .collect();
-                let _ = self.data.resize(dims);
+                let _ = det.ds.resize(full(&old_extent));
+                det.extent = old_extent;
             }
             return Err(h5err("write")(e));
         }
+        det.written += 1;
         self.written += 1;
         if let Some(a) = &mut self.attrs {
-            a.push(frame);
+            a.push(frame, &axes);
+        }
+        if let Some((_, last)) = &mut self.close_attrs {
+            last.clone_from(&frame.attributes);
         }
         if let Some(perf) = &mut self.perf {
             perf.push(start, Instant::now());
@@ -412,7 +564,9 @@ impl OpenFile {
     fn flush(&mut self, p: &ParamStore) -> io::Result<()> {
         self.write_metadata()?;
         if self.flush.swmr {
-            self.data.flush().map_err(h5err("flush"))?;
+            for d in &self.dets {
+                d.ds.flush().map_err(h5err("flush"))?;
+            }
             if let Some(perf) = &self.perf {
                 perf.flush().map_err(h5err("flush"))?;
             }
@@ -448,18 +602,25 @@ impl OpenFile {
         let OpenFile {
             path,
             file,
-            data,
+            dets,
             attrs,
             perf,
             reserve,
+            close_attrs,
             ..
         } = self;
-        drop((data, attrs, perf));
+        drop((dets, attrs, perf));
+        let xml = match &close_attrs {
+            Some((layout, last)) => {
+                xml_write::finish_close(&file, layout, last).map_err(h5err("XML layout"))
+            }
+            None => Ok(()),
+        };
         let closed = file.close().map_err(h5err("close"));
         if let Some(r) = reserve {
             r.release(&path);
         }
-        meta.and(closed)
+        meta.and(xml).and(closed)
     }
 }
 
@@ -507,7 +668,16 @@ impl Format for Hdf5Format {
         idx: usize,
         value: &ParamValue,
     ) -> io::Result<()> {
-        if params.def(idx).map(|d| d.name) != Some("FlushNow") || value.as_i64() != Some(1) {
+        let name = params.def(idx).map_or("", |d| d.name);
+        if name == "XMLFileName" {
+            // Checked now so XMLValid / XMLErrorMsg answer before any file opens.
+            return settings::load_layout(params).map(drop).map_err(bad);
+        }
+        if name == "NumExtraDims" || name.starts_with("ExtraDimSize") {
+            extra_dims::publish_num_capture(params);
+            return Ok(());
+        }
+        if name != "FlushNow" || value.as_i64() != Some(1) {
             return Ok(());
         }
         let res = match &mut self.file {

@@ -20,6 +20,7 @@ use ndflow_core::{with_pixel_type, AttrValue, DataType, NDArray, NDAttribute};
 
 use super::chunk::write_hyperslab;
 use super::layout::{string_attr, Groups};
+use super::xml_layout::When;
 
 /// Bytes of a string attribute value (MAX_ATTRIBUTE_STRING_SIZE).
 pub const STRING_SIZE: usize = 256;
@@ -49,7 +50,22 @@ struct Column {
     kind: Kind,
     ds: h5::Dataset,
     mem: h5::Datatype,
+    when: When,
+    /// DimAttDatasets: the dataset has the extra dims' shape; `extent` is its current one.
+    extent: Option<Vec<usize>>,
+    rows: usize,
+    /// Values not yet written (with their offsets in extra-dims mode).
     pending: Vec<u8>,
+    offsets: Vec<Vec<usize>>,
+    /// OnFileOpen: the first value was taken.
+    taken: bool,
+}
+
+/// Where an NDAttribute's dataset goes: group, dataset name, when it is written.
+pub(crate) struct Target {
+    pub group: h5::Group,
+    pub name: String,
+    pub when: When,
 }
 
 enum Num {
@@ -126,13 +142,56 @@ fn native(dt: DataType) -> h5::Result<h5::Datatype> {
 /// The NDAttribute datasets of one file.
 pub(crate) struct AttributeColumns {
     cols: Vec<Column>,
-    rows: usize,
     pending: usize,
 }
 
+/// DimAttDatasets: the extra dims (sizes, 0 = unlimited, and chunks) and the index
+/// attributes that stay 1-D.
+pub(crate) struct DimShape {
+    pub sizes: Vec<usize>,
+    pub chunks: Vec<usize>,
+    pub keep_1d: Vec<String>,
+}
+
+/// HDF5 link names cannot hold '/' and "." is the group itself.
+pub(crate) fn safe_name(name: &str) -> String {
+    dataset_name(name)
+}
+
 impl AttributeColumns {
-    /// Creates the datasets for the virtual attributes and the first frame's attributes.
-    pub fn create(groups: &Groups, frame: &NDArray, chunk: usize) -> h5::Result<Self> {
+    /// The default layout: ColorMode in the detector's NDAttributes group, the rest in the
+    /// instrument's.
+    pub fn create(
+        groups: &Groups,
+        frame: &NDArray,
+        chunk: usize,
+        dims: Option<&DimShape>,
+    ) -> h5::Result<Self> {
+        let place = |name: &str| {
+            let group = if name == "ColorMode" {
+                &groups.detector_attrs
+            } else {
+                &groups.attrs
+            };
+            Ok(Some(Target {
+                group: group.clone(),
+                name: dataset_name(name),
+                when: When::OnFileWrite,
+            }))
+        };
+        Self::create_placed(frame, chunk, dims, &[], &place)
+    }
+
+    /// Creates the datasets of the virtual attributes, the first frame's attributes and
+    /// `wanted` (attributes a layout names that the first frame may lack), each where
+    /// `place` puts it (None: not stored).
+    pub fn create_placed(
+        frame: &NDArray,
+        chunk: usize,
+        dims: Option<&DimShape>,
+        wanted: &[String],
+        place: &dyn Fn(&str) -> h5::Result<Option<Target>>,
+    ) -> h5::Result<Self> {
         let virtual_attrs = [
             (
                 UNIQUE_ID,
@@ -162,50 +221,45 @@ impl AttributeColumns {
         let mut cols: Vec<Column> = Vec::new();
         let mut names: Vec<String> = Vec::new();
         for (name, desc, dt, source) in virtual_attrs {
-            let attr = NDAttribute::new(name, desc, AttrValue::Undefined);
-            cols.push(Self::column(
-                &groups.attrs,
-                &attr,
-                Kind::Num(dt),
-                source,
-                chunk,
-            )?);
             names.push(name.to_string());
+            let Some(t) = place(name)? else { continue };
+            let attr = NDAttribute::new(name, desc, AttrValue::Undefined);
+            cols.push(Self::column(&t, &attr, Kind::Num(dt), source, chunk, dims)?);
         }
-        for a in &frame.attributes {
-            let ds_name = dataset_name(&a.name);
-            if names.contains(&ds_name) {
+        let missing: Vec<NDAttribute> = wanted
+            .iter()
+            .filter(|w| frame.attribute(w).is_none())
+            .map(|w| NDAttribute::new(w, "", AttrValue::Undefined))
+            .collect();
+        for a in frame.attributes.iter().chain(&missing) {
+            if names.contains(&a.name) {
                 continue;
             }
+            names.push(a.name.clone());
+            let Some(t) = place(&a.name)? else { continue };
             let kind = match (&a.value, a.value.data_type()) {
                 (_, Some(dt)) => Kind::Num(dt),
                 (AttrValue::String(_), None) => Kind::Str,
                 _ => Kind::Undefined,
             };
-            let group = if a.name == "ColorMode" {
-                &groups.detector_attrs
-            } else {
-                &groups.attrs
-            };
             let source = Source::Attribute(a.name.clone());
-            cols.push(Self::column(group, a, kind, source, chunk)?);
-            names.push(ds_name);
+            cols.push(Self::column(&t, a, kind, source, chunk, dims)?);
         }
         // The uniqueId column goes last: written and flushed after the others.
-        cols.rotate_left(1);
-        Ok(AttributeColumns {
-            cols,
-            rows: 0,
-            pending: 0,
-        })
+        if let Some(i) = cols.iter().position(|c| c.source == Source::UniqueId) {
+            let c = cols.remove(i);
+            cols.push(c);
+        }
+        Ok(AttributeColumns { cols, pending: 0 })
     }
 
     fn column(
-        group: &h5::Group,
+        t: &Target,
         attr: &NDAttribute,
         kind: Kind,
         source: Source,
         chunk: usize,
+        dims: Option<&DimShape>,
     ) -> h5::Result<Column> {
         let (desc, mem) = match kind {
             Kind::Num(dt) => (native(dt)?.to_descriptor()?, native(dt)?),
@@ -220,16 +274,36 @@ impl AttributeColumns {
         };
         let elem = mem.size().max(1);
         let chunk = chunk.clamp(1, (1 << 20) / elem);
-        let mut b = group
+        let dims = dims.filter(|d| t.when == When::OnFileWrite && !d.keep_1d.contains(&attr.name));
+        let (shape, chunks, extent) = match (t.when, dims) {
+            (When::OnFileWrite, None) => (
+                h5::SimpleExtents::resizable([0usize]),
+                vec![chunk],
+                None,
+            ),
+            (When::OnFileWrite, Some(d)) => (
+                h5::SimpleExtents::from_vec(
+                    d.sizes
+                        .iter()
+                        .map(|&s| h5::Extent::new(0, (s > 0).then_some(s)))
+                        .collect(),
+                ),
+                d.chunks.clone(),
+                Some(vec![0; d.sizes.len()]),
+            ),
+            _ => (h5::SimpleExtents::from_vec(vec![h5::Extent::fixed(1)]), vec![1], None),
+        };
+        let chunk_bytes = chunks.iter().product::<usize>() * elem;
+        let mut b = t
+            .group
             .new_dataset_builder()
             .empty_as(&desc)
-            .shape(h5::SimpleExtents::resizable([0usize]))
-            .chunk([chunk]);
+            .shape(shape)
+            .chunk(chunks);
         if kind == Kind::Undefined {
             b = b.fill_value(f32::NAN);
         }
-        let ds = b.create(dataset_name(&attr.name).as_str())?;
-        let chunk_bytes = chunk * elem;
+        let ds = b.create(t.name.as_str())?;
         string_attr(&ds, "NDAttrName", &attr.name)?;
         string_attr(&ds, "NDAttrDescription", &attr.description)?;
         string_attr(&ds, "NDAttrSourceType", attr.source_type.name())?;
@@ -240,13 +314,24 @@ impl AttributeColumns {
             kind,
             ds,
             mem,
+            when: t.when,
+            extent,
+            rows: 0,
             pending: Vec::new(),
+            offsets: Vec::new(),
+            taken: false,
         })
     }
 
-    /// Buffers this frame's values.
-    pub fn push(&mut self, frame: &NDArray) {
+    /// Buffers this frame's values; `offset` is the frame's place in the extra dims.
+    pub fn push(&mut self, frame: &NDArray, offset: &[usize]) {
         for c in &mut self.cols {
+            match c.when {
+                When::OnFileOpen if c.taken => continue,
+                When::OnFileOpen => c.taken = true,
+                When::OnFileClose => c.pending.clear(),
+                When::OnFileWrite => {}
+            }
             let value = match &c.source {
                 Source::Attribute(name) => frame.attribute(name).map(|a| a.value.clone()),
                 Source::UniqueId => Some(AttrValue::Int32(frame.unique_id)),
@@ -261,6 +346,9 @@ impl AttributeColumns {
                     let v = value.as_ref().and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
                     c.pending.extend_from_slice(&(v as f32).to_ne_bytes());
                 }
+            }
+            if c.extent.is_some() {
+                c.offsets.push(offset.to_vec());
             }
         }
         self.pending += 1;
@@ -278,16 +366,9 @@ impl AttributeColumns {
 
     /// Extends every dataset and writes the buffered values (NDArrayUniqueId last).
     pub fn write(&mut self) -> h5::Result<()> {
-        if self.pending == 0 {
-            return Ok(());
-        }
-        let new_rows = self.rows + self.pending;
         for c in &mut self.cols {
-            c.ds.resize([new_rows])?;
-            write_hyperslab(&c.ds, &c.mem, &[self.rows], &[self.pending], &c.pending)?;
-            c.pending.clear();
+            c.write()?;
         }
-        self.rows = new_rows;
         self.pending = 0;
         Ok(())
     }
@@ -295,6 +376,48 @@ impl AttributeColumns {
     /// `H5Dflush` of every dataset (SWMR), NDArrayUniqueId last.
     pub fn flush(&self) -> h5::Result<()> {
         self.cols.iter().try_for_each(|c| c.ds.flush())
+    }
+}
+
+impl Column {
+    fn write(&mut self) -> h5::Result<()> {
+        let elem = self.mem.size().max(1);
+        let n = self.pending.len() / elem;
+        if n == 0 {
+            return Ok(());
+        }
+        match (&mut self.extent, self.when) {
+            (_, When::OnFileOpen | When::OnFileClose) => {
+                // One value: the first (OnFileOpen) or the latest (OnFileClose).
+                let last = &self.pending[(n - 1) * elem..];
+                write_hyperslab(&self.ds, &self.mem, &[0], &[1], last)?;
+            }
+            (None, When::OnFileWrite) => {
+                let rows = self.rows + n;
+                self.ds.resize([rows])?;
+                write_hyperslab(&self.ds, &self.mem, &[self.rows], &[n], &self.pending)?;
+                self.rows = rows;
+            }
+            (Some(extent), When::OnFileWrite) => {
+                let mut grown = extent.clone();
+                for o in &self.offsets {
+                    for (g, &x) in grown.iter_mut().zip(o) {
+                        *g = (*g).max(x + 1);
+                    }
+                }
+                if grown != *extent {
+                    self.ds.resize(grown.clone())?;
+                    *extent = grown;
+                }
+                let ones = vec![1usize; extent.len()];
+                for (o, v) in self.offsets.iter().zip(self.pending.chunks_exact(elem)) {
+                    write_hyperslab(&self.ds, &self.mem, o, &ones, v)?;
+                }
+            }
+        }
+        self.pending.clear();
+        self.offsets.clear();
+        Ok(())
     }
 }
 
@@ -314,10 +437,9 @@ pub(crate) struct Performance {
 }
 
 impl Performance {
-    pub fn create(groups: &Groups, frame_bytes: usize, chunk: usize) -> h5::Result<Self> {
+    pub fn create(group: &h5::Group, frame_bytes: usize, chunk: usize) -> h5::Result<Self> {
         let chunk_rows = chunk.clamp(1, 1 << 15);
-        let ds = groups
-            .performance
+        let ds = group
             .new_dataset::<f64>()
             .shape(h5::SimpleExtents::resizable([0usize, 5]))
             .chunk([chunk_rows, 5])

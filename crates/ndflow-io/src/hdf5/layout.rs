@@ -72,9 +72,8 @@ pub(crate) fn create_groups(file: &h5::File) -> h5::Result<Groups> {
     })
 }
 
-/// The detector data's attributes (NDFileHDF5's `signal` and `writeDefaultDatasetAttributes`)
-/// and the `/entry/data/data` hard link.
-pub(crate) fn finish_data(groups: &Groups, data: &h5::Dataset, frame: &NDArray) -> h5::Result<()> {
+/// The detector data's attributes (NDFileHDF5's `signal` and `writeDefaultDatasetAttributes`).
+pub(crate) fn data_attributes(data: &h5::Dataset, frame: &NDArray) -> h5::Result<()> {
     data.new_attr::<i32>().create("signal")?.write_scalar(&1)?;
     let n = frame.ndims() as i32;
     data.new_attr::<i32>()
@@ -88,6 +87,11 @@ pub(crate) fn finish_data(groups: &Groups, data: &h5::Dataset, frame: &NDArray) 
     ] {
         data.new_attr_builder().with_data(&v).create(name)?;
     }
+    Ok(())
+}
+
+/// The `/entry/data/data` hard link.
+pub(crate) fn link_data(groups: &Groups) -> h5::Result<()> {
     groups.data.link_hard(DATA_PATH, "data")
 }
 

@@ -5,7 +5,9 @@ use ndflow_codec::blosc::{BloscCompressor, BloscParams, BloscShuffle};
 use ndflow_core::{NDArray, ParamDef, ParamStore, ParamValue};
 
 use super::chunk::DataFilter;
+use super::extra_dims::ExtraDims;
 use super::layout::ChunkRequest;
+use super::xml_layout::Layout;
 
 /// The Compression menu, in NDFileHDF5.template's order.
 pub const COMPRESSION_CHOICES: [&str; 8] = [
@@ -69,6 +71,62 @@ pub const HDF5_PARAMS: &[ParamDef] = crate::ndfile_params!("%s%s_%3.3d.h5";
     ParamDef::enumeration("SWMRActive", &["Off", "Active"], 0).read_only().doc("The open file is in SWMR mode");
     ParamDef::int32("SWMRCbCounter", 0).read_only().doc("Flushes of the open file");
     ParamDef::float64("FillValue", 0.0).doc("Value of detector data never written");
+    ParamDef::enumeration("FileFormat", &["HDF5", "Invalid"], 0).readback_choices(&["HDF5", "Undefined"]).doc("File format (HDF5 only)");
+    ParamDef::int32("NumExtraDims", 0).range(0.0, 9.0).doc("Extra frame axes beyond N (sizes ExtraDimSize*; sets NumCapture to their product)");
+    ParamDef::int32("ExtraDimSizeN", 1).min(1.0).doc("Size of extra dim N");
+    ParamDef::int32("ExtraDimSizeX", 1).min(1.0).doc("Size of extra dim X");
+    ParamDef::int32("ExtraDimSizeY", 1).min(1.0).doc("Size of extra dim Y");
+    ParamDef::int32("ExtraDimSize3", 1).min(1.0).doc("Size of extra dim 3");
+    ParamDef::int32("ExtraDimSize4", 1).min(1.0).doc("Size of extra dim 4");
+    ParamDef::int32("ExtraDimSize5", 1).min(1.0).doc("Size of extra dim 5");
+    ParamDef::int32("ExtraDimSize6", 1).min(1.0).doc("Size of extra dim 6");
+    ParamDef::int32("ExtraDimSize7", 1).min(1.0).doc("Size of extra dim 7");
+    ParamDef::int32("ExtraDimSize8", 1).min(1.0).doc("Size of extra dim 8");
+    ParamDef::int32("ExtraDimSize9", 1).min(1.0).doc("Size of extra dim 9");
+    ParamDef::string("ExtraDimNameN", "scan dimension 0").read_only().doc("Name of extra dim N");
+    ParamDef::string("ExtraDimNameX", "scan dimension 1").read_only().doc("Name of extra dim X");
+    ParamDef::string("ExtraDimNameY", "scan dimension 2").read_only().doc("Name of extra dim Y");
+    ParamDef::string("ExtraDimName3", "scan dimension 3").read_only().doc("Name of extra dim 3");
+    ParamDef::string("ExtraDimName4", "scan dimension 4").read_only().doc("Name of extra dim 4");
+    ParamDef::string("ExtraDimName5", "scan dimension 5").read_only().doc("Name of extra dim 5");
+    ParamDef::string("ExtraDimName6", "scan dimension 6").read_only().doc("Name of extra dim 6");
+    ParamDef::string("ExtraDimName7", "scan dimension 7").read_only().doc("Name of extra dim 7");
+    ParamDef::string("ExtraDimName8", "scan dimension 8").read_only().doc("Name of extra dim 8");
+    ParamDef::string("ExtraDimName9", "scan dimension 9").read_only().doc("Name of extra dim 9");
+    ParamDef::int32("ExtraDimChunkX", 0).min(0.0).doc("Chunk along extra dim X (0 = 1)");
+    ParamDef::int32("ExtraDimChunkY", 0).min(0.0).doc("Chunk along extra dim Y (0 = 1)");
+    ParamDef::int32("ExtraDimChunk3", 0).min(0.0).doc("Chunk along extra dim 3 (0 = 1)");
+    ParamDef::int32("ExtraDimChunk4", 0).min(0.0).doc("Chunk along extra dim 4 (0 = 1)");
+    ParamDef::int32("ExtraDimChunk5", 0).min(0.0).doc("Chunk along extra dim 5 (0 = 1)");
+    ParamDef::int32("ExtraDimChunk6", 0).min(0.0).doc("Chunk along extra dim 6 (0 = 1)");
+    ParamDef::int32("ExtraDimChunk7", 0).min(0.0).doc("Chunk along extra dim 7 (0 = 1)");
+    ParamDef::int32("ExtraDimChunk8", 0).min(0.0).doc("Chunk along extra dim 8 (0 = 1)");
+    ParamDef::int32("ExtraDimChunk9", 0).min(0.0).doc("Chunk along extra dim 9 (0 = 1)");
+    ParamDef::yes_no("DimAttDatasets", 0).doc("NDAttribute datasets take the extra dims' shape");
+    ParamDef::string("XMLFileName", "").long_string().doc("XML layout: a file path or the XML text (starts with <); empty = NeXus default");
+    ParamDef::enumeration("XMLValid", &["No", "Yes"], 1).read_only().doc("The XML layout is valid");
+    ParamDef::string("XMLErrorMsg", "").read_only().long_string().doc("Why the XML layout is invalid");
+    ParamDef::enumeration("PositionMode", &["Off", "On"], 0).doc("Place frames at the indices held by the PosNameDim* attributes");
+    ParamDef::string("PosNameDimN", "").doc("Position mode: NDAttribute holding the index along dim N");
+    ParamDef::string("PosNameDimX", "").doc("Position mode: NDAttribute holding the index along dim X");
+    ParamDef::string("PosNameDimY", "").doc("Position mode: NDAttribute holding the index along dim Y");
+    ParamDef::string("PosNameDim3", "").doc("Position mode: NDAttribute holding the index along dim 3");
+    ParamDef::string("PosNameDim4", "").doc("Position mode: NDAttribute holding the index along dim 4");
+    ParamDef::string("PosNameDim5", "").doc("Position mode: NDAttribute holding the index along dim 5");
+    ParamDef::string("PosNameDim6", "").doc("Position mode: NDAttribute holding the index along dim 6");
+    ParamDef::string("PosNameDim7", "").doc("Position mode: NDAttribute holding the index along dim 7");
+    ParamDef::string("PosNameDim8", "").doc("Position mode: NDAttribute holding the index along dim 8");
+    ParamDef::string("PosNameDim9", "").doc("Position mode: NDAttribute holding the index along dim 9");
+    ParamDef::string("PosIndexDimN", "").doc("NDAttribute that is an index (kept 1-D with DimAttDatasets)");
+    ParamDef::string("PosIndexDimX", "").doc("NDAttribute that is an index (kept 1-D with DimAttDatasets)");
+    ParamDef::string("PosIndexDimY", "").doc("NDAttribute that is an index (kept 1-D with DimAttDatasets)");
+    ParamDef::string("PosIndexDim3", "").doc("NDAttribute that is an index (kept 1-D with DimAttDatasets)");
+    ParamDef::string("PosIndexDim4", "").doc("NDAttribute that is an index (kept 1-D with DimAttDatasets)");
+    ParamDef::string("PosIndexDim5", "").doc("NDAttribute that is an index (kept 1-D with DimAttDatasets)");
+    ParamDef::string("PosIndexDim6", "").doc("NDAttribute that is an index (kept 1-D with DimAttDatasets)");
+    ParamDef::string("PosIndexDim7", "").doc("NDAttribute that is an index (kept 1-D with DimAttDatasets)");
+    ParamDef::string("PosIndexDim8", "").doc("NDAttribute that is an index (kept 1-D with DimAttDatasets)");
+    ParamDef::string("PosIndexDim9", "").doc("NDAttribute that is an index (kept 1-D with DimAttDatasets)");
 );
 
 /// The detector dataset's compression, resolved at open.
@@ -114,6 +172,28 @@ pub(crate) struct Settings {
     pub fill: f64,
     /// Not Single mode: the dataset has a frame axis.
     pub multi: bool,
+    /// The frame axes (multi-frame files only).
+    pub extra: ExtraDims,
+    pub dim_att: bool,
+    /// XMLFileName's layout; None = the NeXus default.
+    pub layout: Option<Layout>,
+}
+
+/// Loads XMLFileName (empty = the default layout) and publishes XMLValid / XMLErrorMsg.
+pub(crate) fn load_layout(p: &ParamStore) -> Result<Option<Layout>, String> {
+    let spec = p.index("XMLFileName").map_or(String::new(), |i| p.get_str(i));
+    let res = if spec.trim().is_empty() {
+        Ok(None)
+    } else {
+        Layout::load(&spec).map(Some)
+    };
+    set(p, "XMLValid", i64::from(res.is_ok()));
+    set(
+        p,
+        "XMLErrorMsg",
+        res.as_ref().err().cloned().unwrap_or_default(),
+    );
+    res.map_err(|e| format!("XML layout invalid: {e}"))
 }
 
 fn int(p: &ParamStore, name: &str) -> i64 {
@@ -203,6 +283,9 @@ impl Settings {
             swmr: int(p, "SWMRMode") != 0,
             fill: p.index("FillValue").map_or(0.0, |i| p.get_f64(i)),
             multi,
+            extra: ExtraDims::read(p),
+            dim_att: int(p, "DimAttDatasets") != 0,
+            layout: load_layout(p)?,
         })
     }
 
