@@ -232,29 +232,35 @@ fn xml_columns(
 ) -> h5::Result<AttributeColumns> {
     let placed = l.ndattr_datasets();
     let default_group = l.ndattr_default_group();
-    let place = |name: &str| -> h5::Result<Option<Target>> {
-        if let Some((path, _, when)) = placed.iter().find(|(_, a, _)| a == name) {
-            let (g, ds) = xml_write::split(path);
-            return Ok(Some(Target {
-                group: file.group(g)?,
-                name: ds.to_string(),
-                when: *when,
-            }));
+    let place = |name: &str| -> h5::Result<Vec<Target>> {
+        let mine: Vec<_> = placed.iter().filter(|(_, a, _)| a == name).collect();
+        if !mine.is_empty() {
+            return mine
+                .into_iter()
+                .map(|(path, _, when)| {
+                    let (g, ds) = xml_write::split(path);
+                    Ok(Target {
+                        group: file.group(g)?,
+                        name: ds.to_string(),
+                        when: *when,
+                    })
+                })
+                .collect();
         }
         // Someone else's dataset may already hold the name: ADCore skips those too.
         let Some(g) = &default_group else {
-            return Ok(None);
+            return Ok(Vec::new());
         };
         let group = file.group(g)?;
         let ds = attributes::safe_name(name);
         if group.link_exists(&ds) {
-            return Ok(None);
+            return Ok(Vec::new());
         }
-        Ok(Some(Target {
+        Ok(vec![Target {
             group,
             name: ds,
             when: When::OnFileWrite,
-        }))
+        }])
     };
     let wanted: Vec<String> = placed.iter().map(|(_, a, _)| a.clone()).collect();
     AttributeColumns::create_placed(frame, chunk, dims, &wanted, &place)
@@ -326,8 +332,8 @@ impl OpenFile {
         let (detectors, attrs, perf) = match &s.layout {
             None => {
                 let groups = layout::create_groups(&file).map_err(h5err("layout"))?;
-                let data = make_detector(&groups.detector, "data")
-                    .map_err(h5err("detector dataset"))?;
+                let data =
+                    make_detector(&groups.detector, "data").map_err(h5err("detector dataset"))?;
                 layout::link_data(&groups).map_err(h5err("layout"))?;
                 let attrs = s
                     .store_attr
@@ -363,8 +369,7 @@ impl OpenFile {
                     ),
                     _ => None,
                 };
-                xml_write::finish_open(&file, l, &frame.attributes)
-                    .map_err(h5err("XML layout"))?;
+                xml_write::finish_open(&file, l, &frame.attributes).map_err(h5err("XML layout"))?;
                 (built.detectors, attrs, perf)
             }
         };
@@ -422,7 +427,10 @@ impl OpenFile {
         };
         let name = match frame.attribute(attr).map(|a| &a.value) {
             Some(AttrValue::String(s)) => s.trim().to_string(),
-            Some(v) => v.as_f64().map(|x| (x as i64).to_string()).unwrap_or_default(),
+            Some(v) => v
+                .as_f64()
+                .map(|x| (x as i64).to_string())
+                .unwrap_or_default(),
             None => return 0,
         };
         self.dets.iter().position(|d| d.name == name).unwrap_or(0)

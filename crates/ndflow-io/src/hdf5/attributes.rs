@@ -173,24 +173,24 @@ impl AttributeColumns {
             } else {
                 &groups.attrs
             };
-            Ok(Some(Target {
+            Ok(vec![Target {
                 group: group.clone(),
                 name: dataset_name(name),
                 when: When::OnFileWrite,
-            }))
+            }])
         };
         Self::create_placed(frame, chunk, dims, &[], &place)
     }
 
     /// Creates the datasets of the virtual attributes, the first frame's attributes and
     /// `wanted` (attributes a layout names that the first frame may lack), each where
-    /// `place` puts it (None: not stored).
+    /// `place` puts it (nowhere: not stored; a layout may place one in several datasets).
     pub fn create_placed(
         frame: &NDArray,
         chunk: usize,
         dims: Option<&DimShape>,
         wanted: &[String],
-        place: &dyn Fn(&str) -> h5::Result<Option<Target>>,
+        place: &dyn Fn(&str) -> h5::Result<Vec<Target>>,
     ) -> h5::Result<Self> {
         let virtual_attrs = [
             (
@@ -222,9 +222,11 @@ impl AttributeColumns {
         let mut names: Vec<String> = Vec::new();
         for (name, desc, dt, source) in virtual_attrs {
             names.push(name.to_string());
-            let Some(t) = place(name)? else { continue };
             let attr = NDAttribute::new(name, desc, AttrValue::Undefined);
-            cols.push(Self::column(&t, &attr, Kind::Num(dt), source, chunk, dims)?);
+            for t in place(name)? {
+                let kind = Kind::Num(dt);
+                cols.push(Self::column(&t, &attr, kind, source.clone(), chunk, dims)?);
+            }
         }
         let missing: Vec<NDAttribute> = wanted
             .iter()
@@ -236,14 +238,15 @@ impl AttributeColumns {
                 continue;
             }
             names.push(a.name.clone());
-            let Some(t) = place(&a.name)? else { continue };
             let kind = match (&a.value, a.value.data_type()) {
                 (_, Some(dt)) => Kind::Num(dt),
                 (AttrValue::String(_), None) => Kind::Str,
                 _ => Kind::Undefined,
             };
-            let source = Source::Attribute(a.name.clone());
-            cols.push(Self::column(&t, a, kind, source, chunk, dims)?);
+            for t in place(&a.name)? {
+                let source = Source::Attribute(a.name.clone());
+                cols.push(Self::column(&t, a, kind, source, chunk, dims)?);
+            }
         }
         // The uniqueId column goes last: written and flushed after the others.
         if let Some(i) = cols.iter().position(|c| c.source == Source::UniqueId) {
@@ -276,11 +279,9 @@ impl AttributeColumns {
         let chunk = chunk.clamp(1, (1 << 20) / elem);
         let dims = dims.filter(|d| t.when == When::OnFileWrite && !d.keep_1d.contains(&attr.name));
         let (shape, chunks, extent) = match (t.when, dims) {
-            (When::OnFileWrite, None) => (
-                h5::SimpleExtents::resizable([0usize]),
-                vec![chunk],
-                None,
-            ),
+            (When::OnFileWrite, None) => {
+                (h5::SimpleExtents::resizable([0usize]), vec![chunk], None)
+            }
             (When::OnFileWrite, Some(d)) => (
                 h5::SimpleExtents::from_vec(
                     d.sizes
@@ -291,7 +292,11 @@ impl AttributeColumns {
                 d.chunks.clone(),
                 Some(vec![0; d.sizes.len()]),
             ),
-            _ => (h5::SimpleExtents::from_vec(vec![h5::Extent::fixed(1)]), vec![1], None),
+            _ => (
+                h5::SimpleExtents::from_vec(vec![h5::Extent::fixed(1)]),
+                vec![1],
+                None,
+            ),
         };
         let chunk_bytes = chunks.iter().product::<usize>() * elem;
         let mut b = t

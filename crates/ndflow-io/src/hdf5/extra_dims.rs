@@ -77,9 +77,9 @@ impl ExtraDims {
 
     /// Frames the axes hold (None = unlimited).
     pub fn capacity(&self) -> Option<u64> {
-        self.sizes
-            .iter()
-            .try_fold(1u64, |acc, &s| (s > 0).then(|| acc.saturating_mul(s as u64)))
+        self.sizes.iter().try_fold(1u64, |acc, &s| {
+            (s > 0).then(|| acc.saturating_mul(s as u64))
+        })
     }
 
     /// Where the `n`-th frame (0-based) of a sequential write goes, N fastest.
@@ -129,7 +129,11 @@ impl ExtraDims {
                     return Err(format!(
                         "position mode: frame {} index {name} = {v} is outside 0..{}",
                         frame.unique_id,
-                        if size > 0 { size.to_string() } else { "∞".into() }
+                        if size > 0 {
+                            size.to_string()
+                        } else {
+                            "∞".into()
+                        }
                     ));
                 }
                 Ok(v as usize)

@@ -181,7 +181,9 @@ pub(crate) struct Settings {
 
 /// Loads XMLFileName (empty = the default layout) and publishes XMLValid / XMLErrorMsg.
 pub(crate) fn load_layout(p: &ParamStore) -> Result<Option<Layout>, String> {
-    let spec = p.index("XMLFileName").map_or(String::new(), |i| p.get_str(i));
+    let spec = p
+        .index("XMLFileName")
+        .map_or(String::new(), |i| p.get_str(i));
     let res = if spec.trim().is_empty() {
         Ok(None)
     } else {

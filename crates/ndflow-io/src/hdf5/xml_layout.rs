@@ -55,7 +55,9 @@ pub struct Attr {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum DatasetSource {
-    Detector { default: bool },
+    Detector {
+        default: bool,
+    },
     NdAttribute(String),
     Constant(Constant),
     /// `performance/timestamp` without a source.
@@ -129,7 +131,9 @@ impl Layout {
                     if name != "detector_data_destination" {
                         return Err(p.at(
                             child,
-                            &format!("attribute name=\"{name}\" must be \"detector_data_destination\""),
+                            &format!(
+                                "attribute name=\"{name}\" must be \"detector_data_destination\""
+                            ),
                         ));
                     }
                     destination = Some(p.required(child, "ndattribute")?.to_string());
@@ -381,7 +385,10 @@ impl Parser<'_, '_> {
     }
 
     fn attr(&self, n: Node) -> Result<Attr, String> {
-        self.only_attrs(n, &["name", "source", "when", "value", "type", "ndattribute"])?;
+        self.only_attrs(
+            n,
+            &["name", "source", "when", "value", "type", "ndattribute"],
+        )?;
         let name = self.required(n, "name")?.to_string();
         let source = match self.required(n, "source")? {
             "constant" => Source::Constant(self.constant(n, true)?),
@@ -393,11 +400,7 @@ impl Parser<'_, '_> {
                 ))
             }
         };
-        let when = self.when(
-            n,
-            &[When::OnFileOpen, When::OnFileClose],
-            When::OnFileOpen,
-        )?;
+        let when = self.when(n, &[When::OnFileOpen, When::OnFileClose], When::OnFileOpen)?;
         self.no_children(n)?;
         Ok(Attr { name, source, when })
     }
@@ -412,7 +415,15 @@ impl Parser<'_, '_> {
     fn dataset(&self, n: Node, in_performance: bool) -> Result<Dataset, String> {
         self.only_attrs(
             n,
-            &["name", "source", "when", "value", "type", "ndattribute", "det_default"],
+            &[
+                "name",
+                "source",
+                "when",
+                "value",
+                "type",
+                "ndattribute",
+                "det_default",
+            ],
         )?;
         let name = self.name(n)?;
         let det_default = self.boolean(n, "det_default", false)?;
@@ -441,10 +452,7 @@ impl Parser<'_, '_> {
         let mut attrs = Vec::new();
         for c in n.children().filter(Node::is_element) {
             if c.tag_name().name() != "attribute" {
-                return Err(self.at(
-                    c,
-                    "only <attribute> elements can be inside a <dataset>",
-                ));
+                return Err(self.at(c, "only <attribute> elements can be inside a <dataset>"));
             }
             attrs.push(self.attr(c)?);
         }
@@ -476,22 +484,16 @@ impl Parser<'_, '_> {
                     self.only_attrs(c, &["name", "target"])?;
                     let target = self.required(c, "target")?;
                     if !target.starts_with('/') {
-                        return Err(self.at(
-                            c,
-                            &format!("target=\"{target}\" must be an absolute path"),
-                        ));
+                        return Err(
+                            self.at(c, &format!("target=\"{target}\" must be an absolute path"))
+                        );
                     }
                     Item::Hardlink {
                         name: self.name(c)?,
                         target: target.to_string(),
                     }
                 }
-                other => {
-                    return Err(self.at(
-                        c,
-                        &format!("<{other}> is not allowed in a <group>"),
-                    ))
-                }
+                other => return Err(self.at(c, &format!("<{other}> is not allowed in a <group>"))),
             };
             let name = match &item {
                 Item::Group(x) => x.name.clone(),
@@ -527,7 +529,10 @@ mod tests {
         assert_eq!(l.detector_paths(), ["/entry/data"]);
         assert_eq!(l.ndattr_default_group().as_deref(), Some("/entry"));
         let e = Layout::parse(&ok.replace("type=\"int\"", "type=\"long\"")).unwrap_err();
-        assert!(e.contains("<dataset name=\"c\"> at line 6") && e.contains("type"), "{e}");
+        assert!(
+            e.contains("<dataset name=\"c\"> at line 6") && e.contains("type"),
+            "{e}"
+        );
         let e = Layout::parse(&ok.replace("/entry/data\"/>", "/nowhere\"/>")).unwrap_err();
         assert!(e.contains("/nowhere"), "{e}");
         let e = Layout::parse("<hdf5_layout><group name=\"a\"></hdf5_layout>").unwrap_err();

@@ -124,11 +124,8 @@ fn write_attrs(
         match &a.source {
             Source::Constant(Constant::Str(s)) => string_attr(loc, &a.name, s)?,
             Source::Constant(Constant::Int(v)) => scalar_attr(loc, &a.name, v.first().copied())?,
-            Source::Constant(Constant::Float(v)) => {
-                scalar_attr(loc, &a.name, v.first().copied())?
-            }
-            Source::NdAttribute(n) => match frame.iter().find(|x| x.name == *n).map(|x| &x.value)
-            {
+            Source::Constant(Constant::Float(v)) => scalar_attr(loc, &a.name, v.first().copied())?,
+            Source::NdAttribute(n) => match frame.iter().find(|x| x.name == *n).map(|x| &x.value) {
                 Some(AttrValue::String(s)) => string_attr(loc, &a.name, s)?,
                 Some(AttrValue::Float32(x)) => scalar_attr(loc, &a.name, Some(*x))?,
                 Some(AttrValue::Float64(x)) => scalar_attr(loc, &a.name, Some(*x))?,
@@ -150,7 +147,8 @@ fn scalar_attr<T: h5::H5Type>(loc: &h5::Location, name: &str, v: Option<T>) -> h
 
 /// Every dataset and group attribute of `when`, found by path.
 fn attrs_at(file: &h5::File, layout: &Layout, when: When, frame: &[NDAttribute]) -> h5::Result<()> {
-    let mut todo: Vec<(String, bool, Vec<Attr>)> = vec![("/".into(), false, layout.root.attrs.clone())];
+    let mut todo: Vec<(String, bool, Vec<Attr>)> =
+        vec![("/".into(), false, layout.root.attrs.clone())];
     walk(&layout.root, "", &mut |path, item| match item {
         Item::Group(g) if when == When::OnFileClose => {
             todo.push((path.to_string(), false, g.attrs.clone()))
@@ -178,7 +176,11 @@ fn attrs_at(file: &h5::File, layout: &Layout, when: When, frame: &[NDAttribute])
 }
 
 /// After every dataset exists: OnFileOpen dataset attributes, then the hardlinks.
-pub(crate) fn finish_open(file: &h5::File, layout: &Layout, first: &[NDAttribute]) -> h5::Result<()> {
+pub(crate) fn finish_open(
+    file: &h5::File,
+    layout: &Layout,
+    first: &[NDAttribute],
+) -> h5::Result<()> {
     attrs_at(file, layout, When::OnFileOpen, first)?;
     let mut links = Vec::new();
     walk(&layout.root, "", &mut |path, item| {
@@ -198,13 +200,21 @@ pub(crate) fn finish_open(file: &h5::File, layout: &Layout, first: &[NDAttribute
 }
 
 /// At close: OnFileClose attributes from the last frame's NDAttributes.
-pub(crate) fn finish_close(file: &h5::File, layout: &Layout, last: &[NDAttribute]) -> h5::Result<()> {
+pub(crate) fn finish_close(
+    file: &h5::File,
+    layout: &Layout,
+    last: &[NDAttribute],
+) -> h5::Result<()> {
     attrs_at(file, layout, When::OnFileClose, last)
 }
 
 /// Whether anything is written at close from the last frame.
 pub(crate) fn has_close_attrs(layout: &Layout) -> bool {
-    let mut any = layout.root.attrs.iter().any(|a| a.when == When::OnFileClose);
+    let mut any = layout
+        .root
+        .attrs
+        .iter()
+        .any(|a| a.when == When::OnFileClose);
     walk(&layout.root, "", &mut |_, item| {
         let attrs = match item {
             Item::Group(g) => &g.attrs,
