@@ -360,3 +360,45 @@ fn every_template_record_is_served() {
         }
     }
 }
+
+/// Rows wider than the 16-pixel blocks of the interleaved kernels (plus a ragged tail), full
+/// value range (negative sums for signed types): RGB1 -> Mono and RGB1 -> RGB2/RGB3.
+fn check_wide<T: Pixel>() {
+    let (w, h) = (37, 3);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+    let (lo, hi) = (T::MIN_F64.max(-1e9), T::MAX_F64.min(1e9));
+    let data: Vec<T> = (0..3 * w * h)
+        .map(|_| T::from_f64(rng.random_range(lo..=hi)))
+        .collect();
+    let harness = |out: ColorMode| {
+        let hn = PluginHarness::new(ColorConvertPlugin::new());
+        hn.put("ColorModeOut", out as i64).unwrap();
+        let mut f = NDArray::from_pixels(&hn.pool, &[3, w, h], &data).unwrap();
+        f.set_color_mode(ColorMode::RGB1);
+        hn.process(f).unwrap().remove(0)
+    };
+    let mono = harness(ColorMode::Mono);
+    for (i, m) in mono.pixels::<T>().unwrap().iter().enumerate() {
+        let s: f64 = data[3 * i..3 * i + 3].iter().map(|v| v.to_f64()).sum();
+        assert_eq!(*m, T::from_f64(s / 3.0), "{} pixel {i}", T::DATA_TYPE);
+    }
+    let rgb3 = harness(ColorMode::RGB3);
+    let rgb2 = harness(ColorMode::RGB2);
+    let (p3, p2) = (rgb3.pixels::<T>().unwrap(), rgb2.pixels::<T>().unwrap());
+    for y in 0..h {
+        for x in 0..w {
+            for c in 0..3 {
+                let v = data[c + 3 * (x + w * y)];
+                assert_eq!(p3[x + w * y + w * h * c], v, "{}", T::DATA_TYPE);
+                assert_eq!(p2[x + w * c + 3 * w * y], v, "{}", T::DATA_TYPE);
+            }
+        }
+    }
+}
+
+#[test]
+fn wide_interleaved_rows_match_plain_loops() {
+    for dt in DataType::ALL {
+        with_pixel_type!(dt, T => check_wide::<T>());
+    }
+}

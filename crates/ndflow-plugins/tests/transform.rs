@@ -293,3 +293,51 @@ fn pipeline_counts_every_frame() {
     assert_eq!(refused, 30);
     g.shutdown();
 }
+
+/// RGB1 (a pixel's three values move as one element) and RGB3 frames bigger than the 8x8
+/// blocks, with ragged edges, for every type.
+#[test]
+fn larger_rgb_frames_match_the_mapping() {
+    fn check<T: Pixel>() {
+        let (w, h) = (29, 19);
+        for (mode, at) in [
+            (
+                ColorMode::RGB1,
+                (|x, y, c, w, _h| c + 3 * (x + y * w))
+                    as fn(usize, usize, usize, usize, usize) -> usize,
+            ),
+            (ColorMode::RGB3, |x, y, c, w, h| x + y * w + c * w * h),
+        ] {
+            let dims = match mode {
+                ColorMode::RGB1 => vec![3, w, h],
+                _ => vec![w, h, 3],
+            };
+            let data = noise::<T>(3 * w * h, 5);
+            for kind in 0..8usize {
+                let hn = PluginHarness::new(TransformPlugin::new());
+                hn.put("Type", kind as i64).unwrap();
+                let mut f = NDArray::from_pixels(&hn.pool, &dims, &data).unwrap();
+                f.set_color_mode(mode);
+                let out = hn.process(f).unwrap();
+                let px = out[0].pixels::<T>().unwrap();
+                let (wo, ho) = if matches!(kind, 1 | 3 | 5 | 7) {
+                    (h, w)
+                } else {
+                    (w, h)
+                };
+                for y in 0..h {
+                    for x in 0..w {
+                        let o = adcore_index(kind, x, y, w, h);
+                        for c in 0..3 {
+                            let got = px[at(o % wo, o / wo, c, wo, ho)];
+                            assert_eq!(got, data[at(x, y, c, w, h)], "{mode:?} {kind}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for dt in DataType::ALL {
+        with_pixel_type!(dt, T => check::<T>());
+    }
+}

@@ -179,18 +179,53 @@ fn remap<E: Copy>(src: &[E], dst: &mut [E], map: &Map, p: Plane) {
         }
         return;
     }
-    // Rows become columns: 32x32 tiles keep both sides in L1.
-    const B: usize = 32;
-    for ty in (0..ho).step_by(B) {
-        for tx in (0..wo).step_by(B) {
-            let xe = (tx + B).min(wo);
-            for yo in ty..(ty + B).min(ho) {
-                let row0 = base + yo as isize * sy;
-                let out = &mut dst[p.out_off + yo * p.out_row..][tx..xe];
-                for (i, d) in out.iter_mut().enumerate() {
-                    *d = src[(row0 + (tx + i) as isize * sx) as usize];
+    remap_swapped(src, dst, base, (sx, sy), p, (wo, ho));
+}
+
+/// Rows become columns. Whole 8×8 blocks: eight contiguous input runs (one per output
+/// column) are loaded, then written as eight output row pieces, bands of 8 output rows at a
+/// time (the input lines of a band are reused by the next band from L2). Fixed sizes let
+/// the compiler drop the bounds checks and use shuffles. The ragged right/bottom edges go
+/// element by element.
+fn remap_swapped<E: Copy>(
+    src: &[E],
+    dst: &mut [E],
+    base: isize,
+    (sx, sy): (isize, isize),
+    p: Plane,
+    (wo, ho): (usize, usize),
+) {
+    const B: usize = 8;
+    let at = |xo: usize, yo: usize| (base + xo as isize * sx + yo as isize * sy) as usize;
+    let (wb, hb) = (wo - wo % B, ho - ho % B);
+    for ty in (0..hb).step_by(B) {
+        for tx in (0..wb).step_by(B) {
+            // blk[i][j] = output (tx + i, ty + j): input run along sy.
+            let blk: [[E; B]; B] = std::array::from_fn(|i| {
+                let s = at(tx + i, ty);
+                if sy > 0 {
+                    let run = &src[s..s + B];
+                    std::array::from_fn(|j| run[j])
+                } else {
+                    let run = &src[s + 1 - B..=s];
+                    std::array::from_fn(|j| run[B - 1 - j])
                 }
+            });
+            for j in 0..B {
+                let row: [E; B] = std::array::from_fn(|i| blk[i][j]);
+                dst[p.out_off + (ty + j) * p.out_row + tx..][..B].copy_from_slice(&row);
             }
+        }
+    }
+    // Right edge (all rows), then bottom edge (the block columns).
+    for yo in 0..ho {
+        for xo in wb..wo {
+            dst[p.out_off + yo * p.out_row + xo] = src[at(xo, yo)];
+        }
+    }
+    for yo in hb..ho {
+        for xo in 0..wb {
+            dst[p.out_off + yo * p.out_row + xo] = src[at(xo, yo)];
         }
     }
 }
