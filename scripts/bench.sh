@@ -19,3 +19,4 @@ echo "== pvAccess NTNDArray over loopback (seed 001): ndflow and p4p servers/cli
  ./target/release/ndflow bench pva --json out/bench/pva.json | tee out/bench/pva.txt)
 echo "== codecs next to the C libraries (seed 003)"
 ./target/release/ndflow bench codec --json out/bench/codec.json | tee out/bench/codec.txt
+(set -a; . ../shared/loopback.env; set +a; ./target/release/ndflow bench ca --json out/bench/ca.json | tee out/bench/ca.txt)  # Channel Access: ndflow_ca vs softioc (RSRV), frames to pyepics vs raw TCP, pipeline rate with 10 clients

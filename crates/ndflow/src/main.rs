@@ -144,6 +144,34 @@ enum BenchCmd {
         #[arg(long, value_name = "FILE.json")]
         json: Option<PathBuf>,
     },
+    /// Channel Access: monitor updates/s of 10,000 scalar PVs (ndflow_ca vs softioc/RSRV),
+    /// 1024x1024 UInt16 frames to pyepics vs raw loopback TCP, and the IOC's pipeline rate
+    /// with CA clients monitoring every PV.
+    Ca {
+        #[arg(long, value_name = "FILE.json")]
+        json: Option<PathBuf>,
+        /// Python with pyepics, pythonSoftIOC and numpy (default: .venv/bin/python).
+        #[arg(long)]
+        python: Option<PathBuf>,
+        /// Counting window of every row (s).
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// Wait after the clients subscribed, before counting (s).
+        #[arg(long, default_value_t = 1.0)]
+        warmup: f64,
+        /// Repetitions (interleaved); the best of each row is reported.
+        #[arg(long, default_value_t = 2)]
+        reps: usize,
+        /// Scalar PVs of the updates/s rows.
+        #[arg(long, default_value_t = 10_000)]
+        pvs: usize,
+        /// Client processes monitoring every IOC PV in the pipeline-rate rows.
+        #[arg(long, default_value_t = 10)]
+        clients: usize,
+        /// The IOC's AcquirePeriod (s; 0 = free running).
+        #[arg(long, default_value_t = 0.0)]
+        acquire_period: f64,
+    },
 }
 
 /// "1024x1024x1000,4096x4096x60" → [(1024, 1024, 1000), (4096, 4096, 60)].
@@ -271,6 +299,31 @@ fn main() -> ExitCode {
             BenchCmd::Codec { json, python, reps } => {
                 bench_codec::codec(&bench_codec::CodecOptions { json, python, reps })
             }
+            BenchCmd::Ca {
+                json,
+                python,
+                seconds,
+                warmup,
+                reps,
+                pvs,
+                clients,
+                acquire_period,
+            } => ndflow::bench_ca::run(&ndflow::bench_ca::CaBenchOptions {
+                python: python.unwrap_or_else(|| {
+                    PathBuf::from(concat!(
+                        env!("CARGO_MANIFEST_DIR"),
+                        "/../../.venv/bin/python"
+                    ))
+                }),
+                json,
+                seconds,
+                warmup,
+                reps,
+                pvs,
+                clients,
+                acquire_period,
+            })
+            .map(|table| print!("{table}")),
         },
         Cmd::Params {
             type_name,
