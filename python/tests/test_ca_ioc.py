@@ -161,7 +161,7 @@ def test_native_types_follow_the_record_types(ioc):
     assert out["TIFF1:Capture.RTYP"] == "busy"
     # UInt16 frames as a SHORT waveform (ADCore's NDStdArrays choice), NELM a full frame.
     assert out["image1:ArrayData"] == ["short", 1024 * 1024]
-    assert out["cam1:ArraySize_RBV"][0] == "double"  # 64-bit integers travel as doubles
+    assert out["cam1:ArraySize_RBV"][0] == "long"  # longin, as NDArrayBase.template
 
 
 DBR_NAMES = ["cam1:AcquirePeriod", "cam1:SizeX", "cam1:ImageMode", "cam1:Manufacturer_RBV",

@@ -71,7 +71,7 @@ Capture = 1
         pytest.skip("the ndflow binary has no `type = \"hdf5\"` port yet")
     assert proc.returncode == 0, proc.stderr
     hdf = json.loads(summary.read_text())["ports"]["HDF1"]
-    assert hdf["WriteStatus_RBV"] == "WriteOK", hdf
+    assert hdf["WriteStatus"] == "Write OK", hdf
     assert hdf["NumCaptured_RBV"] == n
     assert hdf["Compression_RBV"] == "BSLZ4", "follows the first frame's codec"
     y, x = np.mgrid[0:128, 0:256]

@@ -77,12 +77,13 @@ pub enum ColorMode {
     RGB3 = 4,
     YUV444 = 5,
     YUV422 = 6,
+    /// NDColorModeYUV411; areaDetector's menus call it "YUV421", and so do ours.
     YUV411 = 7,
 }
 
 impl ColorMode {
     pub const NAMES: [&'static str; 8] = [
-        "Mono", "Bayer", "RGB1", "RGB2", "RGB3", "YUV444", "YUV422", "YUV411",
+        "Mono", "Bayer", "RGB1", "RGB2", "RGB3", "YUV444", "YUV422", "YUV421",
     ];
     pub const ALL: [ColorMode; 8] = [
         ColorMode::Mono,

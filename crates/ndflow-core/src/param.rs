@@ -25,6 +25,9 @@ pub enum Access {
     ReadWrite,
     ReadOnly,
     ReadOnlyPlain,
+    /// Read-only, served under both `Name` and `Name_RBV` (NDArrayBase's `ArraySize0` and
+    /// `ArraySize0_RBV` are two longin records).
+    ReadOnlyBoth,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -96,6 +99,9 @@ pub struct ParamDef {
     pub max: Option<f64>,
     pub desc: &'static str,
     pub record: RecordHint,
+    /// The readback's menu where it differs from the setpoint's (ADBase: `Acquire` is
+    /// Done/Acquire, `Acquire_RBV` Done/Acquiring). Same length as the setpoint's.
+    pub readback_choices: Option<&'static [&'static str]>,
 }
 
 impl ParamDef {
@@ -109,6 +115,7 @@ impl ParamDef {
             max: None,
             desc: "",
             record: RecordHint::Auto,
+            readback_choices: None,
         }
     }
     pub const fn int32(name: &'static str, default: i32) -> ParamDef {
@@ -153,6 +160,23 @@ impl ParamDef {
         self.access = Access::ReadOnlyPlain;
         self
     }
+    pub const fn read_only_both(mut self) -> ParamDef {
+        self.access = Access::ReadOnlyBoth;
+        self
+    }
+    /// The readback's menu strings, where areaDetector's readback record has its own.
+    pub const fn readback_choices(mut self, choices: &'static [&'static str]) -> ParamDef {
+        self.readback_choices = Some(choices);
+        self
+    }
+    /// The menu of the setpoint (`readback = false`) or readback PV; `None` for non-enums.
+    pub fn choices(&self, readback: bool) -> Option<&'static [&'static str]> {
+        match self.kind {
+            ParamKind::Enum(c) if readback => Some(self.readback_choices.unwrap_or(c)),
+            ParamKind::Enum(c) => Some(c),
+            _ => None,
+        }
+    }
     pub const fn min(mut self, min: f64) -> ParamDef {
         self.min = Some(min);
         self
@@ -194,6 +218,7 @@ impl ParamDef {
             Access::ReadWrite => vec![self.name.to_string(), format!("{}_RBV", self.name)],
             Access::ReadOnly => vec![format!("{}_RBV", self.name)],
             Access::ReadOnlyPlain => vec![self.name.to_string()],
+            Access::ReadOnlyBoth => vec![self.name.to_string(), format!("{}_RBV", self.name)],
         }
     }
 

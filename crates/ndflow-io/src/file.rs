@@ -83,17 +83,18 @@ macro_rules! ndfile_params {
             ::ndflow_core::ParamDef::string("FileTemplate", $template).long_string().doc("printf of (FilePath, FileName, FileNumber): %s %s %d forms"),
             ::ndflow_core::ParamDef::string("FullFileName", "").read_only().long_string().doc("Name of the last file written"),
             ::ndflow_core::ParamDef::yes_no("AutoSave", 0).doc("Single: write every frame; Capture: write when the buffer is full"),
-            ::ndflow_core::ParamDef::enumeration("WriteFile", &["Done", "Write"], 0).busy().doc("Write the latest frame (Single) or the capture buffer (Capture)"),
+            ::ndflow_core::ParamDef::enumeration("WriteFile", &["Done", "Write"], 0).readback_choices(&["Done", "Writing"]).busy().doc("Write the latest frame (Single) or the capture buffer (Capture)"),
+            ::ndflow_core::ParamDef::enumeration("ReadFile", &["Done", "Read"], 0).readback_choices(&["Done", "Reading"]).busy().doc("Read a file back into the pipeline (not supported yet in ndflow: a write completes at once)"),
             ::ndflow_core::ParamDef::enumeration("FileWriteMode", &["Single", "Capture", "Stream"], 0).doc("Single / Capture / Stream"),
-            ::ndflow_core::ParamDef::enumeration("Capture", &["Done", "Capture"], 0).busy().doc("Start (1) / stop (0) Capture or Stream"),
+            ::ndflow_core::ParamDef::enumeration("Capture", &["Done", "Capture"], 0).readback_choices(&["Done", "Capturing"]).busy().doc("Start (1) / stop (0) Capture or Stream"),
             ::ndflow_core::ParamDef::int32("NumCapture", 1).min(0.0).doc("Frames to capture or stream (Stream: 0 = unlimited)"),
             ::ndflow_core::ParamDef::int32("NumCaptured", 0).read_only().doc("Frames captured or streamed so far"),
             ::ndflow_core::ParamDef::enumeration("FreeCapture", &["Done", "Free"], 0).doc("Discard the capture buffer"),
             ::ndflow_core::ParamDef::yes_no("DeleteDriverFile", 0).doc("Delete the file named by the DriverFileName attribute after writing"),
             ::ndflow_core::ParamDef::yes_no("LazyOpen", 0).doc("Stream: open the file on the first frame, not on Capture"),
             ::ndflow_core::ParamDef::string("TempSuffix", "").doc("Write to name+suffix, rename on close"),
-            ::ndflow_core::ParamDef::enumeration("WriteStatus", &["WriteOK", "WriteError"], 0).read_only().doc("Status of the last write"),
-            ::ndflow_core::ParamDef::string("WriteMessage", "").read_only().long_string().doc("Error message of the last write"),
+            ::ndflow_core::ParamDef::enumeration("WriteStatus", &["Write OK", "Write error"], 0).read_only_plain().doc("Status of the last write"),
+            ::ndflow_core::ParamDef::string("WriteMessage", "").read_only_plain().long_string().doc("Error message of the last write"),
             ::ndflow_core::ParamDef::int32("FramesNotWritten", 0).read_only().doc("Frames lost to write errors"),
             $($extra,)*
         ]
@@ -672,6 +673,15 @@ impl<F: Format> Plugin for FileWriterPlugin<F> {
             return;
         };
         let on = value.as_i64().unwrap_or(0) != 0;
+        if on && p.def(idx).is_some_and(|d| d.name == "ReadFile") {
+            // Busy record: back to Done at once, so a put with completion returns.
+            let _ = p.set(idx, 0i64);
+            let _ = p.set(
+                ix.write_message,
+                "ReadFile is not supported by ndflow's file plugins yet".to_string(),
+            );
+            return;
+        }
         if idx == ix.file_path {
             let dir = normalize_dir(&p.get_str(ix.file_path));
             if dir != p.get_str(ix.file_path) {

@@ -18,7 +18,8 @@ use crate::tiff::{interleave, layout, TiffLayout};
 /// NDFile's parameters plus NDFileJPEG's JPEGQuality.
 pub const JPEG_PARAMS: &[ParamDef] = crate::ndfile_params!(
     "%s%s_%3.3d.jpg";
-    ParamDef::int32("JPEGQuality", 50).range(0.0, 100.0).doc("JPEG quality, 0-100")
+    ParamDef::int32("JPEGQuality", 50).range(0.0, 100.0).doc("JPEG quality, 0-100");
+    ParamDef::enumeration("FileFormat", &["JPEG", "Invalid"], 0).readback_choices(&["JPEG", "Undefined"]).doc("File format (JPEG only)")
 );
 
 /// The NDFileJPEG plugin: `JpegFilePlugin::new()`.

@@ -34,7 +34,8 @@ pub const TAG_FIRST_ATTRIBUTE: u16 = 65010;
 pub const TAG_LAST_ATTRIBUTE: u16 = 65535;
 
 /// NDFileTIFF has no parameters beyond NDFile's.
-pub const TIFF_PARAMS: &[ParamDef] = crate::ndfile_params!("%s%s_%3.3d.tif");
+pub const TIFF_PARAMS: &[ParamDef] = crate::ndfile_params!("%s%s_%3.3d.tif";
+    ParamDef::enumeration("FileFormat", &["TIFF", "Invalid"], 0).readback_choices(&["TIFF", "Undefined"]).doc("File format (TIFF only)"));
 
 /// The NDFileTIFF plugin: `TiffFilePlugin::new()`.
 pub type TiffFilePlugin = FileWriterPlugin<TiffFormat>;

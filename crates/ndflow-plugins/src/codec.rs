@@ -37,6 +37,9 @@ pub const CODEC_PARAMS: &[ParamDef] = &[
     ParamDef::int32("JPEGQuality", 85)
         .range(1.0, 100.0)
         .doc("JPEG quality (1-100)"),
+    ParamDef::int32("ZlibCLevel", 6)
+        .range(0.0, 9.0)
+        .doc("Zlib compression level (0-9)"),
     ParamDef::enumeration("BloscCompressor", &BloscCompressor::CHOICES, 0)
         .doc("Compressor inside the Blosc frame"),
     ParamDef::int32("BloscCLevel", 5)
@@ -51,10 +54,10 @@ pub const CODEC_PARAMS: &[ParamDef] = &[
         .min(0.0)
         .doc("LZ4HDF5 block size in bytes (0 = one block per frame)"),
     ParamDef::enumeration("CodecStatus", &["Success", "Warning", "Error"], 0)
-        .read_only()
+        .read_only_plain()
         .doc("Result of the last frame"),
     ParamDef::string("CodecError", "")
-        .read_only()
+        .read_only_plain()
         .long_string()
         .doc("Why the last frame failed"),
 ];
@@ -65,6 +68,7 @@ struct Indices {
     compressor: usize,
     comp_factor: usize,
     jpeg_quality: usize,
+    zlib_level: usize,
     blosc_compressor: usize,
     blosc_clevel: usize,
     blosc_shuffle: usize,
@@ -82,6 +86,7 @@ impl Indices {
             compressor: one("Compressor")?,
             comp_factor: one("CompFactor")?,
             jpeg_quality: one("JPEGQuality")?,
+            zlib_level: one("ZlibCLevel")?,
             blosc_compressor: one("BloscCompressor")?,
             blosc_clevel: one("BloscCLevel")?,
             blosc_shuffle: one("BloscShuffle")?,
@@ -104,6 +109,7 @@ struct Settings {
     decompress: bool,
     compressor: usize,
     jpeg_quality: u8,
+    zlib_level: i32,
     blosc: BloscParams,
     lz4hdf5_block: usize,
 }
@@ -128,6 +134,7 @@ impl CodecPlugin {
                 decompress: int(ix.mode) == 1,
                 compressor: int(ix.compressor).clamp(0, COMPRESSORS.len() as i64 - 1) as usize,
                 jpeg_quality: int(ix.jpeg_quality).clamp(1, 100) as u8,
+                zlib_level: int(ix.zlib_level).clamp(0, 9) as i32,
                 blosc: BloscParams {
                     compressor: BloscCompressor::from_index(int(ix.blosc_compressor))
                         .unwrap_or_default(),
@@ -177,8 +184,8 @@ fn compress(
             jpeg::compress(raw, w, h, c, s.jpeg_quality, out)
         }
         "zlib" => {
-            codec.level = 6;
-            zlib::compress(raw, 6, out)
+            codec.level = s.zlib_level;
+            zlib::compress(raw, s.zlib_level, out)
         }
         "blosc" => {
             codec.level = s.blosc.clevel as i32;

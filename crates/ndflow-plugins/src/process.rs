@@ -32,7 +32,7 @@ use std::sync::{Arc, OnceLock};
 use ndflow_core::{
     convert_slice, with_pixel_type, DataType, NDArray, ParamDef, ParamStore, ParamValue,
 };
-use ndflow_runtime::params::DATA_TYPE_OUT_CHOICES;
+use ndflow_runtime::params::{DATA_TYPE_AUTOMATIC, DATA_TYPE_OUT_CHOICES};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
@@ -73,7 +73,7 @@ pub const PROCESS_PARAMS: &[ParamDef] = &[
     ParamDef::enable("EnableHighClip", 0).doc("Replace values above HighClipThresh"),
     ParamDef::float64("HighClipThresh", 100.0).doc("High clipping threshold"),
     ParamDef::float64("HighClipValue", 100.0).doc("Replacement for values above HighClipThresh"),
-    ParamDef::enumeration("DataTypeOut", DATA_TYPE_OUT_CHOICES, 0).doc("Output data type (Automatic = input type)"),
+    ParamDef::enumeration("DataTypeOut", DATA_TYPE_OUT_CHOICES, DATA_TYPE_AUTOMATIC).doc("Output data type (Automatic = input type)"),
     ParamDef::enable("EnableFilter", 0).doc("Apply the recursive filter"),
     ParamDef::yes_no("ResetFilter", 0).doc("Write 1 to reset the filter on the next frame"),
     ParamDef::yes_no("AutoResetFilter", 0).doc("Reset the filter after NumFilter frames"),
@@ -97,6 +97,8 @@ pub const PROCESS_PARAMS: &[ParamDef] = &[
     ParamDef::float64("ROffset", 0.0).doc("Reset offset"),
     ParamDef::float64("RC1", 0.0).doc("Reset coefficient 1 (F)"),
     ParamDef::float64("RC2", 1.0).doc("Reset coefficient 2 (I)"),
+    ParamDef::string("PortBackup", "")
+        .doc("Port of ADCore's autosave backup (no effect in ndflow)"),
 ];
 
 /// Preset coefficients `[OC1, OC2, OC3, OC4, FC1, FC2, FC3, FC4, RC1, RC2]` of a FilterType

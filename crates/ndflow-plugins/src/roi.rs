@@ -29,7 +29,7 @@ use ndflow_core::{
     with_pixel_type, Codec, ColorMode, DataType, Dim, NDArray, ParamDef, ParamStore, ParamValue,
     MAX_DIMS,
 };
-use ndflow_runtime::params::DATA_TYPE_OUT_CHOICES;
+use ndflow_runtime::params::{DATA_TYPE_AUTOMATIC, DATA_TYPE_OUT_CHOICES};
 use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
 
 use kernel::{DimPlan, Region};
@@ -82,12 +82,18 @@ pub const ROI_PARAMS: &[ParamDef] = &[
     ParamDef::int32("MaxSizeZ", 0)
         .read_only()
         .doc("Input size in Z"),
-    ParamDef::enumeration("DataTypeOut", DATA_TYPE_OUT_CHOICES, 0)
+    ParamDef::enumeration("DataTypeOut", DATA_TYPE_OUT_CHOICES, DATA_TYPE_AUTOMATIC)
         .doc("Output data type (Automatic = input type)"),
     ParamDef::enable("EnableScale", 0).doc("Divide the output by Scale"),
     ParamDef::float64("Scale", 1.0)
         .doc("Divisor applied after binning when EnableScale (0 and 1: none)"),
     ParamDef::enable("CollapseDims", 0).doc("Remove dims of size 1 from the output"),
+    ParamDef::int32("MaxX", 0)
+        .read_only_plain()
+        .doc("Drive limit of MinX/SizeX in ADCore's screens (not set by ndflow)"),
+    ParamDef::int32("MaxY", 0)
+        .read_only_plain()
+        .doc("Drive limit of MinY/SizeY in ADCore's screens (not set by ndflow)"),
 ];
 
 const AXES: [&str; 3] = ["X", "Y", "Z"];
@@ -176,7 +182,7 @@ impl Settings {
                 .then_some(scale);
         Settings {
             axes,
-            data_type_out: DataType::from_index(int(ix.data_type_out) - 1),
+            data_type_out: DataType::from_index(int(ix.data_type_out)),
             scale,
             collapse: int(ix.collapse) != 0,
         }

@@ -16,14 +16,14 @@ use std::sync::Arc;
 use ndflow_core::{
     convert_slice, with_pixel_type, ArrayValue, DataType, NDArray, ParamDef, ParamStore, ParamValue,
 };
-use ndflow_runtime::params::DATA_TYPE_OUT_CHOICES;
+use ndflow_runtime::params::{DATA_TYPE_AUTOMATIC, DATA_TYPE_OUT_CHOICES};
 use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
 
 /// NDStdArrays.template's `ArrayData` plus the element-type menu.
 pub const STD_ARRAYS_PARAMS: &[ParamDef] = &[
     ParamDef::array("ArrayData", DataType::UInt8)
         .doc("The latest frame, flattened (dims[0] fastest); element type per ArrayDataType"),
-    ParamDef::enumeration("ArrayDataType", DATA_TYPE_OUT_CHOICES, 0)
+    ParamDef::enumeration("ArrayDataType", DATA_TYPE_OUT_CHOICES, DATA_TYPE_AUTOMATIC)
         .doc("Element type of ArrayData (Automatic = the frame's own type, no copy)"),
 ];
 
@@ -120,7 +120,7 @@ impl Plugin for StdArraysPlugin {
         ctx: &mut ProcessContext<'_>,
     ) -> Result<(), PluginError> {
         let ix = self.indices(ctx.params)?;
-        let want = DataType::from_index(ctx.params.get_i64(ix.data_type) - 1);
+        let want = DataType::from_index(ctx.params.get_i64(ix.data_type));
         let value = array_value(input, want, ctx)?;
         ctx.params
             .set(ix.array_data, ParamValue::Array(value))

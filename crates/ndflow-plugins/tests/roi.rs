@@ -477,7 +477,7 @@ fn declares_itself() {
     let tables = [ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS, ROI_PARAMS];
     assert!(ParamStore::duplicate_names(&tables).is_empty());
     let h = harness(&[]);
-    assert_eq!(h.get("DataTypeOut"), ParamValue::Int(0));
+    assert_eq!(h.get("DataTypeOut"), ParamValue::Int(10));
     let pvs = h.params.to_json();
     for pv in [
         "MinX",

@@ -38,7 +38,7 @@ fn declares_itself() {
     let pvs = h.params.to_json();
     assert!(pvs.contains_key("ArrayData") && !pvs.contains_key("ArrayData_RBV"));
     assert_eq!(pvs["ArrayDataType_RBV"], "Automatic");
-    assert_eq!(h.get("ArrayDataType"), ParamValue::Int(0));
+    assert_eq!(h.get("ArrayDataType"), ParamValue::Int(10));
 }
 
 #[test]

@@ -59,7 +59,7 @@ impl DriverPort {
         let pool = Pool::new((max_mb * 1e6) as usize);
         let port = Arc::new(DriverPort {
             name: name.to_string(),
-            meta_idx: MetaIdx::new(&params),
+            meta_idx: MetaIdx::new(&params, false),
             params,
             pool,
             fanout: Fanout::default(),
@@ -102,7 +102,7 @@ impl DriverPort {
         self.fanout.subscriber_names()
     }
 
-    pub(crate) fn on_put(&self, idx: usize, value: &ParamValue) {
+    pub(crate) fn on_put(self: &Arc<Self>, idx: usize, value: &ParamValue) {
         let name = self.params.def(idx).map_or("", |d| d.name);
         let v = value.as_f64().unwrap_or(0.0);
         match name {
@@ -115,6 +115,13 @@ impl DriverPort {
                 self.cv.notify_all();
             }
             "ArrayCounter" => self.array_counter.store(v as i64, Ordering::Release),
+            // By hand: the shutter moves in the background (its delays must not hold the put).
+            "ShutterControl" => {
+                let (me, open) = (Arc::clone(self), v != 0.0);
+                let _ = std::thread::Builder::new()
+                    .name("ndflow-shutter".into())
+                    .spawn(move || me.set_shutter(open));
+            }
             "PoolMaxMem" => self.pool.set_max_mem((v.max(0.0) * 1e6) as usize),
             "EmptyFreeList" if v != 0.0 => {
                 self.pool.empty_free_list();
@@ -131,6 +138,30 @@ impl DriverPort {
             _ => {}
         }
         self.publish(false);
+    }
+
+    /// ADDriver's setShutter: with ShutterMode EPICS PV or Detector output, opens (closes) the
+    /// simulated shutter and waits ShutterOpenDelay (ShutterCloseDelay) for it to move.
+    fn set_shutter(&self, open: bool) {
+        let mode = self.get_f64("ShutterMode") as i64;
+        if mode == 0 {
+            return;
+        }
+        if mode == 1 {
+            let _ = self.params.set_by_name("ShutterControlEPICS", open as i64);
+        }
+        let delay = self.get_f64(if open {
+            "ShutterOpenDelay"
+        } else {
+            "ShutterCloseDelay"
+        });
+        if delay > 0.0 {
+            std::thread::sleep(Duration::from_secs_f64(delay.min(60.0)));
+        }
+        let _ = self.params.set_by_name("ShutterStatus", open as i64);
+        if mode == 1 {
+            let _ = self.params.set_by_name("ShutterStatusEPICS", open as i64);
+        }
     }
 
     fn get_f64(&self, name: &str) -> f64 {
@@ -178,6 +209,7 @@ impl DriverPort {
         self.images_counter.store(0, Ordering::Release);
         let mut outcome = DetectorState::Idle;
         let mode = self.get_f64("ImageMode") as i64;
+        self.set_shutter(true);
         if let Err(e) = driver.start(p) {
             let _ = p.set_by_name("StatusMessage", e.to_string());
             outcome = DetectorState::Error;
@@ -228,6 +260,7 @@ impl DriverPort {
             }
         }
         driver.stop(p);
+        self.set_shutter(false);
         if outcome == DetectorState::Aborted && mode == 2 {
             outcome = DetectorState::Idle; // stopping Continuous mode is the normal end
         }

@@ -6,9 +6,9 @@ use ndflow_core::{ColorMode, DataType, ParamDef};
 
 pub const DATA_TYPE_CHOICES: &[&str] = &DataType::NAMES;
 pub const COLOR_MODE_CHOICES: &[&str] = &ColorMode::NAMES;
-/// Output-type menus of ROI/Process: "Automatic" keeps the input type.
+/// Output-type menus of ROI/Process: "Automatic" keeps the input type. It comes last, as in
+/// NDROI/NDProcess.template, so index `i < 10` is `DataType::from_index(i)`.
 pub const DATA_TYPE_OUT_CHOICES: &[&str] = &[
-    "Automatic",
     "Int8",
     "UInt8",
     "Int16",
@@ -19,7 +19,10 @@ pub const DATA_TYPE_OUT_CHOICES: &[&str] = &[
     "UInt64",
     "Float32",
     "Float64",
+    "Automatic",
 ];
+/// Index of "Automatic" in [`DATA_TYPE_OUT_CHOICES`].
+pub const DATA_TYPE_AUTOMATIC: i32 = 10;
 pub const DETECTOR_STATES: &[&str] = &[
     "Idle",
     "Acquire",
@@ -61,13 +64,53 @@ pub const ARRAY_BASE_PARAMS: &[ParamDef] = &[
     ParamDef::string("DriverVersion", env!("CARGO_PKG_VERSION"))
         .read_only()
         .doc("ndflow version"),
+    ParamDef::string("Manufacturer", "")
+        .read_only()
+        .doc("Detector manufacturer"),
+    ParamDef::string("Model", "")
+        .read_only()
+        .doc("Detector model"),
+    ParamDef::string("SerialNumber", "")
+        .read_only()
+        .doc("Serial number"),
+    ParamDef::string("SDKVersion", "")
+        .read_only()
+        .doc("Vendor SDK version"),
+    ParamDef::string("FirmwareVersion", "")
+        .read_only()
+        .doc("Firmware version"),
+    ParamDef::enumeration("Acquire", &["Done", "Acquire"], 0)
+        .readback_choices(&["Done", "Acquiring"])
+        .completes_when_done()
+        .doc("Start (1) / stop (0) acquisition; a put completes when it has ended (plugins: no effect)"),
+    ParamDef::enumeration("AcquireBusy", &["Done", "Acquiring"], 0)
+        .read_only_plain()
+        .busy()
+        .doc("Acquiring, or waiting for plugins (WaitForPlugins)"),
+    ParamDef::enumeration("AcquireBusyCB", &["Done", "Acquiring"], 0)
+        .read_only_plain()
+        .doc("AcquireBusy as seen by the driver callback (same as AcquireBusy in ndflow)"),
+    ParamDef::yes_no("WaitForPlugins", 0)
+        .doc("Acquisition completes only when plugins have drained (plugins: no effect)"),
     ParamDef::int32("ArrayCounter", 0).doc("Arrays produced/processed; write to reset"),
     ParamDef::float64("ArrayRate", 0.0)
         .read_only()
         .doc("Arrays per second over the last second"),
     ParamDef::int32("NDimensions", 0)
-        .read_only()
-        .doc("Dimensions of the last array"),
+        .doc("Dimensions of the last array (a write has no effect in ndflow)"),
+    ParamDef::array("Dimensions", DataType::Int32)
+        .read_only_both()
+        .doc("Sizes of every dimension of the last array"),
+    ParamDef::int32("ArraySize0", 0).read_only_both().doc("Size of dimension 0 of the last array"),
+    ParamDef::int32("ArraySize1", 0).read_only_both().doc("Size of dimension 1 of the last array"),
+    ParamDef::int32("ArraySize2", 0).read_only_both().doc("Size of dimension 2 of the last array"),
+    ParamDef::int32("ArraySize3", 0).read_only_both().doc("Size of dimension 3 of the last array"),
+    ParamDef::int32("ArraySize4", 0).read_only_both().doc("Size of dimension 4 of the last array"),
+    ParamDef::int32("ArraySize5", 0).read_only_both().doc("Size of dimension 5 of the last array"),
+    ParamDef::int32("ArraySize6", 0).read_only_both().doc("Size of dimension 6 of the last array"),
+    ParamDef::int32("ArraySize7", 0).read_only_both().doc("Size of dimension 7 of the last array"),
+    ParamDef::int32("ArraySize8", 0).read_only_both().doc("Size of dimension 8 of the last array"),
+    ParamDef::int32("ArraySize9", 0).read_only_both().doc("Size of dimension 9 of the last array"),
     ParamDef::int32("ArraySizeX", 0)
         .read_only()
         .doc("Size of the last array in X"),
@@ -77,7 +120,8 @@ pub const ARRAY_BASE_PARAMS: &[ParamDef] = &[
     ParamDef::int32("ArraySizeZ", 0)
         .read_only()
         .doc("Size of the last array in Z (colour)"),
-    ParamDef::int64("ArraySize", 0)
+    // longin in NDArrayBase.template: int32 (frames over 2 GiB read 2147483647).
+    ParamDef::int32("ArraySize", 0)
         .read_only()
         .doc("Bytes of the last array (uncompressed)"),
     ParamDef::int32("UniqueId", 0)
@@ -95,16 +139,63 @@ pub const ARRAY_BASE_PARAMS: &[ParamDef] = &[
     ParamDef::string("Codec", "")
         .read_only()
         .doc("Codec of the last array (empty = uncompressed)"),
-    ParamDef::int64("CompressedSize", 0)
+    ParamDef::int32("CompressedSize", 0)
         .read_only()
         .doc("Bytes of data in the last array"),
     ParamDef::enumeration("BayerPattern", &["RGGB", "GBRG", "GRBG", "BGGR"], 0)
         .read_only()
         .doc("Bayer pattern of the last array"),
+    ParamDef::enumeration("DataType", DATA_TYPE_CHOICES, 1)
+        .doc("Output data type (drivers); data type of the last array (plugins, a write has no effect)"),
+    ParamDef::enumeration("ColorMode", COLOR_MODE_CHOICES, 0)
+        .doc("Output colour mode (drivers); colour mode of the last array (plugins, a write has no effect)"),
     ParamDef::enable("ArrayCallbacks", 1).doc("Pass arrays downstream"),
+    ParamDef::string("NDAttributesMacros", "")
+        .long_string()
+        .doc("Macro substitutions for the attribute file (NAME=value,...)"),
     ParamDef::string("NDAttributesFile", "")
         .long_string()
         .doc("Attribute definition file"),
+    ParamDef::enumeration(
+        "NDAttributesStatus",
+        &[
+            "Attributes file OK",
+            "File not found",
+            "XML syntax error",
+            "Macro substitution error",
+        ],
+        0,
+    )
+    .read_only_plain()
+    .doc("Result of reading NDAttributesFile"),
+    ParamDef::float64("PoolMaxMem", 0.0)
+        .min(0.0)
+        .doc("Pool memory cap (MB, 0 = unlimited; plugins allocate from their source's pool)"),
+    ParamDef::enumeration("PoolPollStats", &["", ""], 0)
+        .doc("Refresh the pool records now (they are refreshed continuously in ndflow)"),
+    ParamDef::float64("PoolUsedMem", 0.0)
+        .read_only_plain()
+        .doc("Pool memory allocated (MB)"),
+    ParamDef::int32("PoolAllocBuffers", 0)
+        .read_only_plain()
+        .doc("Buffers allocated by the pool"),
+    ParamDef::int32("PoolFreeBuffers", 0)
+        .read_only_plain()
+        .doc("Buffers on the pool's free list"),
+    ParamDef::int32("PoolUsedBuffers", 0)
+        .read_only_plain()
+        .doc("Buffers in use"),
+    ParamDef::enumeration("EmptyFreeList", &["", ""], 0)
+        .doc("Write 1 to free the pool's free buffers"),
+    ParamDef::enumeration("PreAllocBuffers", &["Done", "Allocate"], 0)
+        .busy()
+        .doc("Write 1 to pre-allocate NumPreAllocBuffers of the current frame size"),
+    ParamDef::int32("NumPreAllocBuffers", 0)
+        .min(0.0)
+        .doc("Buffers to pre-allocate"),
+    ParamDef::int32("NumQueuedArrays", 0)
+        .read_only_plain()
+        .doc("Arrays queued or in flight in all plugins"),
 ];
 
 /// NDPluginDriver's parameters plus ndflow's per-reason drop accounting.
@@ -147,14 +238,15 @@ pub const PLUGIN_BASE_PARAMS: &[ParamDef] = &[
         .read_only_plain()
         .doc("Free sort slots"),
     ParamDef::int32("DisorderedArrays", 0)
-        .read_only()
-        .doc("Outputs whose uniqueId was not previous+1"),
+        .doc("Outputs whose uniqueId was not previous+1; write to reset"),
     ParamDef::int32("DroppedOutputArrays", 0)
-        .read_only()
-        .doc("Outputs dropped (MaxByteRate, sort buffer full)"),
+        .doc("Outputs dropped (MaxByteRate, sort buffer full); write to reset"),
     ParamDef::float64("MinCallbackTime", 0.0)
         .min(0.0)
         .doc("Ignore arrays arriving sooner than this (s) after the last"),
+    ParamDef::float64("MaxArrayRate", 0.0).min(0.0).doc(
+        "Output frame-rate cap in arrays/s (0 = none); the outputs over it are dropped and counted",
+    ),
     ParamDef::float64("MaxByteRate", 0.0)
         .min(0.0)
         .doc("Output bandwidth cap in bytes/s (0 = none)"),
@@ -163,13 +255,8 @@ pub const PLUGIN_BASE_PARAMS: &[ParamDef] = &[
     ParamDef::float64("ExecutionTime", 0.0)
         .read_only()
         .doc("Time of the last processing (ms)"),
-    ParamDef::int32("ProcessPlugin", 0).doc("Write 1 to process the last input array again"),
-    ParamDef::enumeration("DataType", DATA_TYPE_CHOICES, 1)
-        .read_only()
-        .doc("Data type of the last array"),
-    ParamDef::enumeration("ColorMode", COLOR_MODE_CHOICES, 0)
-        .read_only()
-        .doc("Colour mode of the last array"),
+    ParamDef::enumeration("ProcessPlugin", &["", ""], 0)
+        .doc("Write 1 to process the last input array again"),
     ParamDef::int64("ArraysOffered", 0)
         .read_only()
         .doc("Arrays offered to this port since start"),
@@ -198,29 +285,6 @@ pub const PLUGIN_BASE_PARAMS: &[ParamDef] = &[
 
 /// ADBase (+ pool) parameters of a driver port.
 pub const DRIVER_PARAMS: &[ParamDef] = &[
-    ParamDef::string("Manufacturer", "")
-        .read_only()
-        .doc("Detector manufacturer"),
-    ParamDef::string("Model", "")
-        .read_only()
-        .doc("Detector model"),
-    ParamDef::string("SerialNumber", "")
-        .read_only()
-        .doc("Serial number"),
-    ParamDef::string("SDKVersion", "")
-        .read_only()
-        .doc("Vendor SDK version"),
-    ParamDef::string("FirmwareVersion", "")
-        .read_only()
-        .doc("Firmware version"),
-    ParamDef::enumeration("Acquire", &["Done", "Acquire"], 0)
-        .completes_when_done()
-        .doc("Start (1) / stop (0) acquisition; readback 0 when complete"),
-    ParamDef::enumeration("AcquireBusy", &["Done", "Acquiring"], 0)
-        .read_only_plain()
-        .doc("Acquiring, or waiting for plugins (WaitForPlugins)"),
-    ParamDef::yes_no("WaitForPlugins", 0)
-        .doc("Acquisition completes only when plugins have drained"),
     ParamDef::int32("MaxSizeX", 1024)
         .read_only()
         .doc("Sensor size in X"),
@@ -281,40 +345,42 @@ pub const DRIVER_PARAMS: &[ParamDef] = &[
         .read_only()
         .long_string()
         .doc("Status or error message"),
-    ParamDef::int32("ReadStatus", 0).doc("Write 1 to refresh readbacks"),
+    ParamDef::string("StringToServer", "")
+        .read_only()
+        .long_string()
+        .doc("Last string sent to the detector (none for the simulator)"),
+    ParamDef::string("StringFromServer", "")
+        .read_only()
+        .long_string()
+        .doc("Last string received from the detector (none for the simulator)"),
+    ParamDef::enumeration("ReadStatus", &["", ""], 0).doc("Write 1 to refresh readbacks"),
+    ParamDef::enumeration("ShutterMode", &["None", "EPICS PV", "Detector output"], 0)
+        .readback_choices(&["None", "EPICS PV", "Camera output"])
+        .doc("Who drives the shutter: nobody, an EPICS PV, or the detector (simulated)"),
+    ParamDef::enumeration("ShutterControl", &["Close", "Open"], 0)
+        .doc("Open (1) / close (0) the shutter by hand"),
+    ParamDef::enumeration("ShutterStatus", &["Closed", "Open"], 0)
+        .read_only()
+        .doc("Shutter state (simulated: follows ShutterControl after the delays)"),
+    ParamDef::float64("ShutterOpenDelay", 0.0)
+        .min(0.0)
+        .doc("Time the shutter takes to open (s); acquisition waits for it"),
+    ParamDef::float64("ShutterCloseDelay", 0.0)
+        .min(0.0)
+        .doc("Time the shutter takes to close (s)"),
+    ParamDef::enumeration("ShutterControlEPICS", &["Closed", "Open"], 0)
+        .read_only_plain()
+        .doc("Output to an EPICS shutter PV (ShutterMode = EPICS PV)"),
+    ParamDef::enumeration("ShutterStatusEPICS", &["Closed", "Open"], 0)
+        .read_only()
+        .doc("Status read back from an EPICS shutter PV"),
     ParamDef::float64("Temperature", 25.0).doc("Temperature set point"),
     ParamDef::float64("TemperatureActual", 25.0)
         .read_only_plain()
         .doc("Measured temperature"),
-    ParamDef::enumeration("DataType", DATA_TYPE_CHOICES, 1).doc("Output data type"),
-    ParamDef::enumeration("ColorMode", COLOR_MODE_CHOICES, 0).doc("Output colour mode"),
-    ParamDef::int32("NumQueuedArrays", 0)
-        .read_only_plain()
-        .doc("Arrays queued or in flight in all plugins"),
     ParamDef::int32("DroppedArrays", 0)
         .read_only()
         .doc("Frames dropped at the source (pool cap reached)"),
-    ParamDef::float64("PoolMaxMem", 0.0)
-        .min(0.0)
-        .doc("Pool memory cap (MB, 0 = unlimited)"),
-    ParamDef::float64("PoolUsedMem", 0.0)
-        .read_only_plain()
-        .doc("Pool memory allocated (MB)"),
-    ParamDef::int32("PoolAllocBuffers", 0)
-        .read_only_plain()
-        .doc("Buffers allocated by the pool"),
-    ParamDef::int32("PoolFreeBuffers", 0)
-        .read_only_plain()
-        .doc("Buffers on the pool's free list"),
-    ParamDef::int32("PoolUsedBuffers", 0)
-        .read_only_plain()
-        .doc("Buffers in use"),
-    ParamDef::int32("EmptyFreeList", 0).doc("Write 1 to free the pool's free buffers"),
-    ParamDef::int32("NumPreAllocBuffers", 0)
-        .min(0.0)
-        .doc("Buffers to pre-allocate"),
-    ParamDef::int32("PreAllocBuffers", 0)
-        .doc("Write 1 to pre-allocate NumPreAllocBuffers of the current frame size"),
 ];
 
 #[cfg(test)]
@@ -326,6 +392,7 @@ mod tests {
     fn tables_have_no_duplicates() {
         assert!(ParamStore::duplicate_names(&[ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS]).is_empty());
         assert!(ParamStore::duplicate_names(&[ARRAY_BASE_PARAMS, DRIVER_PARAMS]).is_empty());
+        assert!(ParamStore::duplicate_names(&[ARRAY_BASE_PARAMS]).is_empty());
         assert_eq!(DETECTOR_STATES.len(), 11);
     }
 }

@@ -14,7 +14,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::accounting::{Accounting, DropReason};
 use crate::meta::{FrameMeta, MetaIdx};
-use crate::plugin::{pool_of, Plugin, ProcessContext};
+use crate::plugin::{pool_of, Plugin, PluginError, ProcessContext};
 use crate::scheduler::Scheduler;
 
 const NO_ID: i64 = i64::MIN;
@@ -117,6 +117,9 @@ pub struct PluginPort {
     max_byte_rate: AtomicU64,
     sorter: Mutex<Sorter>,
     throttle: Mutex<Throttle>,
+    /// MaxArrayRate (arrays/s as f64 bits) and its bucket of at most one array.
+    max_array_rate: AtomicU64,
+    frame_throttle: Mutex<Throttle>,
     meta: Mutex<FrameMeta>,
     exec_ns: AtomicU64,
     array_counter: AtomicI64,
@@ -159,7 +162,7 @@ impl PluginPort {
             disordered: i("DisorderedArrays"),
             dropped_output: i("DroppedOutputArrays"),
             sort_free: i("SortFree"),
-            meta: MetaIdx::new(&params),
+            meta: MetaIdx::new(&params, true),
         };
         let _ = params.set_by_name("PortName", name);
         let _ = params.set_by_name("PluginType", plugin.plugin_type());
@@ -203,6 +206,11 @@ impl PluginPort {
                 tokens: 0.0,
                 last: Instant::now(),
             }),
+            max_array_rate: AtomicU64::new(0),
+            frame_throttle: Mutex::new(Throttle {
+                tokens: 1.0,
+                last: Instant::now(),
+            }),
             meta: Mutex::new(FrameMeta::default()),
             exec_ns: AtomicU64::new(0),
             array_counter: AtomicI64::new(0),
@@ -241,6 +249,8 @@ impl PluginPort {
             .store(get("ArrayCallbacks") != 0.0, Ordering::Release);
         self.max_byte_rate
             .store(get("MaxByteRate").max(0.0).to_bits(), Ordering::Release);
+        self.max_array_rate
+            .store(get("MaxArrayRate").max(0.0).to_bits(), Ordering::Release);
         let mut s = self.sorter.lock();
         s.sort_time = Duration::from_secs_f64(get("SortTime").clamp(0.0, 1e6));
         s.sort_size = get("SortSize").max(1.0) as usize;
@@ -260,6 +270,13 @@ impl PluginPort {
                 self.dropped_arrays_base
                     .store(total.saturating_sub(want), Ordering::Release);
             }
+            // Writable counters: a write sets them (0 resets), as areaDetector's longouts do.
+            "DisorderedArrays" => self
+                .disordered
+                .store(value.as_i64().unwrap_or(0).max(0) as u64, Ordering::Release),
+            "DroppedOutputArrays" => self
+                .dropped_output
+                .store(value.as_i64().unwrap_or(0).max(0) as u64, Ordering::Release),
             "ProcessPlugin" if value.as_i64().unwrap_or(0) != 0 => {
                 let last = self.state.lock().last_input.clone();
                 if let Some(f) = last {
@@ -408,10 +425,13 @@ impl PluginPort {
                     st.in_flight_ids.remove(&frame.unique_id);
                 }
             }
-            if result.is_ok() {
-                st.processed += 1;
-            } else {
-                st.dropped[DropReason::Error as usize] += 1;
+            match &result {
+                Ok(()) => st.processed += 1,
+                // The plugin cannot take this input (e.g. colour into a Mono-only kernel).
+                Err(PluginError::Unsupported(_)) => {
+                    st.dropped[DropReason::Unsupported as usize] += 1
+                }
+                Err(_) => st.dropped[DropReason::Error as usize] += 1,
             }
         }
         if result.is_ok() {
@@ -423,6 +443,19 @@ impl PluginPort {
     }
 
     fn emit(&self, out: Arc<NDArray>) {
+        let frames = f64::from_bits(self.max_array_rate.load(Ordering::Acquire));
+        if frames > 0.0 {
+            let mut t = self.frame_throttle.lock();
+            let now = Instant::now();
+            // At most one array of burst: outputs are spaced by 1/MaxArrayRate.
+            t.tokens = (t.tokens + frames * now.duration_since(t.last).as_secs_f64()).min(1.0);
+            t.last = now;
+            if t.tokens < 1.0 {
+                self.dropped_output.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            t.tokens -= 1.0;
+        }
         let rate = f64::from_bits(self.max_byte_rate.load(Ordering::Acquire));
         if rate > 0.0 {
             let bytes = out.compressed_size as f64;

@@ -92,7 +92,7 @@ impl CaProvider {
                 continue;
             };
             let value = s.value();
-            let meta = meta(
+            let mut meta = meta(
                 s.def,
                 e.record,
                 native,
@@ -100,6 +100,9 @@ impl CaProvider {
                 &value,
                 array_nelm,
             );
+            if let Some(c) = s.def.choices(e.face == crate::pvdir::Face::Readback) {
+                meta.enum_strings = c.iter().map(|s| s.to_string()).collect();
+            }
             let mut pv = CaPv::new(meta, to_ca(s.def, native, &value));
             if dir.is_writable(id) {
                 let (weak, def) = (Arc::downgrade(dir), s.def);
@@ -185,8 +188,7 @@ fn fixed_array_type(store: &ndflow_core::ParamStore) -> Option<DataType> {
     store
         .index("ArrayDataType")
         .map(|i| store.get_i64(i))
-        .filter(|&i| i > 0) // 0 = Automatic
-        .and_then(|i| DataType::from_index(i - 1))
+        .and_then(DataType::from_index) // "Automatic" (10) is none
 }
 
 /// The waveform type of an element type (FTVL as ADCore's templates choose it).

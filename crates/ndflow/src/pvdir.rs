@@ -269,8 +269,9 @@ impl PvDirectory {
                 done
             };
             if !fired.is_empty() {
-                // A client that reads after its put completed sees the final value.
+                // A client that reads after its put completed sees the final values.
                 self.post_now(slot);
+                self.flush_pending();
             }
             for w in fired {
                 (w.done)(Ok(()));
@@ -389,9 +390,10 @@ impl PvDirectory {
         if !waits {
             let r = graph.put(&s.port, s.def.name, value);
             if r.is_ok() {
-                // A get after the put's reply must see the new value, not wait for the
-                // publisher's next round.
+                // A get after the put's reply must see the new value and everything the put
+                // changed (FilePath → FilePathExists), not wait for the publisher's next round.
                 self.post_now(e.slot);
+                self.flush_pending();
             }
             return done(r.map(|_| ()).map_err(|e| e.to_string()));
         }
@@ -428,6 +430,25 @@ impl PvDirectory {
         let sinks: Vec<Sink> = self.sinks.read().clone();
         for sink in &sinks {
             sink(slot, &v);
+        }
+    }
+
+    /// Posts every change still waiting for the publisher, now, on this thread.
+    fn flush_pending(&self) {
+        let batch = std::mem::take(&mut self.pending.0.lock().queue);
+        if batch.is_empty() {
+            return;
+        }
+        let sinks: Vec<Sink> = self.sinks.read().clone();
+        for slot in batch {
+            let Some(s) = self.slots.get(slot) else {
+                continue;
+            };
+            s.dirty.store(false, Ordering::Release);
+            let v = s.value();
+            for sink in &sinks {
+                sink(slot, &v);
+            }
         }
     }
 
@@ -483,6 +504,10 @@ fn faces(def: &ParamDef) -> Vec<(String, Face)> {
         ],
         ParamAccess::ReadOnly => vec![(format!("{}_RBV", def.name), Face::Readback)],
         ParamAccess::ReadOnlyPlain => vec![(def.name.to_string(), Face::Setpoint)],
+        ParamAccess::ReadOnlyBoth => vec![
+            (def.name.to_string(), Face::Setpoint),
+            (format!("{}_RBV", def.name), Face::Readback),
+        ],
     }
 }
 

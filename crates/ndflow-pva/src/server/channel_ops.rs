@@ -193,7 +193,7 @@ impl Session {
             None => return Ok(Some(Status::error("read-only"))),
             Some(Handler::Now(h)) => h,
             Some(Handler::Deferred(h)) => {
-                return Ok(self.deferred_put(pv, h.as_ref(), &value, &bits, ioid, sub, block))
+                return Ok(self.deferred_put(pv, h.as_ref(), &value, &bits, (ioid, sub, block)))
             }
         };
         Ok(Some(match run_blocking(|| handler(pv, &value, &bits)) {
@@ -210,9 +210,7 @@ impl Session {
         handler: &DeferredPutHandler,
         value: &crate::wire::Value,
         bits: &BitSet,
-        ioid: u32,
-        sub: u8,
-        block: bool,
+        (ioid, sub, block): (u32, u8, bool),
     ) -> Option<Status> {
         let client = ClientId {
             peer: self.peer,

@@ -18,7 +18,7 @@ use ndflow_pva::{BitSet, ByteOrder, FieldDesc, NumArray, ScalarType, SharedBytes
 use parking_lot::RwLock;
 
 use crate::access::Rights;
-use crate::pvdir::{ClientInfo, PvDirectory};
+use crate::pvdir::{ClientInfo, Face, PvDirectory};
 
 use super::convert::scalar_type;
 
@@ -57,7 +57,8 @@ impl PvaProvider {
                 return Err(format!("directory entry '{}' has no parameter", e.name));
             };
             let desc = &descs[e.slot];
-            let mut pv = SharedPv::new(desc.clone(), to_value(s.def, desc, &s.value()));
+            let readback = e.face == Face::Readback;
+            let mut pv = SharedPv::new(desc.clone(), face_value(s.def, desc, &s.value(), readback));
             if dir.is_writable(id) {
                 let (weak, def) = (Arc::downgrade(dir), s.def);
                 pv = pv.with_deferred_put_handler(move |_pv, value, _changed, client, reply| {
@@ -97,10 +98,16 @@ impl PvaProvider {
         let value = to_value(s.def, desc, v);
         let changed = BitSet::from_bits(&changed_bits(desc));
         for &e in &s.entries {
-            if let Some(pv) = self.pvs.get(e) {
-                // Latest-wins for control PVs: a slow client sees the newest value.
-                let _ = pv.post(value.clone(), &changed);
-            }
+            let Some(pv) = self.pvs.get(e) else {
+                continue;
+            };
+            let readback = self.dir.entry(e).is_some_and(|x| x.face == Face::Readback);
+            // Latest-wins for control PVs: a slow client sees the newest value.
+            let _ = if readback && s.def.readback_choices.is_some() {
+                pv.post(face_value(s.def, desc, v, true), &changed)
+            } else {
+                pv.post(value.clone(), &changed)
+            };
         }
     }
 
@@ -206,8 +213,7 @@ fn array_desc(store: &ParamStore, declared: ndflow_core::DataType) -> FieldDesc 
     let chosen = store
         .index("ArrayDataType")
         .map(|i| store.get_i64(i))
-        .filter(|&i| i > 0) // 0 = Automatic
-        .and_then(|i| ndflow_core::DataType::from_index(i - 1))
+        .and_then(ndflow_core::DataType::from_index) // "Automatic" (10) is none
         .unwrap_or(declared);
     ndflow_pva::nt::scalar_array::desc(scalar_type(chosen))
 }
@@ -315,6 +321,20 @@ pub fn to_value(def: &ParamDef, desc: &FieldDesc, pv: &ParamValue) -> Value {
     let (s, ns) = now_posix();
     set(&mut v, desc, "timeStamp.secondsPastEpoch", Value::I64(s));
     set(&mut v, desc, "timeStamp.nanoseconds", Value::I32(ns));
+    v
+}
+
+/// [`to_value`] for one face of a parameter: a readback with its own menu shows that menu.
+fn face_value(def: &ParamDef, desc: &FieldDesc, pv: &ParamValue, readback: bool) -> Value {
+    let mut v = to_value(def, desc, pv);
+    if let (true, Some(c)) = (readback, def.readback_choices) {
+        set(
+            &mut v,
+            desc,
+            "value.choices",
+            Value::StringArray(c.iter().map(|s| s.to_string()).collect()),
+        );
+    }
     v
 }
 
