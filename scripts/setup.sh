@@ -34,7 +34,7 @@ if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv"
     "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import p4p, pvapy, h5py, hdf5plugin, numpy, pytest, tifffile, bitshuffle, blosc, lz4, PIL" 2>/dev/null; then
+if ! .venv/bin/python -c "import p4p, pvapy, h5py, hdf5plugin, numpy, pytest, tifffile, bitshuffle, blosc, lz4, PIL, epics, caproto, softioc, bluesky, ophyd, ophyd_async, aioca" 2>/dev/null; then
     echo "setup: installing Python packages into .venv"
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q -r python/requirements-test.txt
