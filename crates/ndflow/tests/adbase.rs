@@ -51,9 +51,16 @@ ShutterOpenDelay = 0.02
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert!(seen_open, "the shutter never showed Open during the acquisition");
+    assert!(
+        seen_open,
+        "the shutter never showed Open during the acquisition"
+    );
     assert_eq!(int(&g, "SIM1", "ArrayCounter"), 10);
-    assert_eq!(int(&g, "SIM1", "ShutterStatus"), 0, "closed after the acquisition");
+    assert_eq!(
+        int(&g, "SIM1", "ShutterStatus"),
+        0,
+        "closed after the acquisition"
+    );
     // By hand, with ShutterMode None nothing moves; with EPICS PV the output follows.
     g.put("SIM1", "ShutterMode", "EPICS PV").unwrap();
     g.put("SIM1", "ShutterControl", "Open").unwrap();
@@ -97,7 +104,10 @@ BlockingCallbacks = "Yes"
     let used_mb = g.get("SIM1", "PoolUsedMem").unwrap().as_f64().unwrap();
     assert!(alloc >= 1, "{alloc} buffers");
     // Each buffer holds one 64x32 UInt16 frame (4096 bytes; the pool may round up).
-    assert!(used_mb >= alloc as f64 * 4096.0 / 1e6, "{used_mb} MB for {alloc} buffers");
+    assert!(
+        used_mb >= alloc as f64 * 4096.0 / 1e6,
+        "{used_mb} MB for {alloc} buffers"
+    );
     // Buffers are reused: 20 frames never need 20 allocations with one held at a time.
     assert!(alloc < 20, "{alloc} allocations for 20 frames");
     // EmptyFreeList frees what is not in use.
