@@ -430,28 +430,7 @@ pub fn decode(code: u16, count: usize, p: &[u8]) -> Result<(DbrInfo, Values), Db
 
 /// Big-endian elements of `ty` (strings as 40-byte slots).
 pub fn decode_values(ty: NativeType, b: &[u8]) -> Values {
-    fn map<const N: usize, T>(b: &[u8], f: fn([u8; N]) -> T) -> Vec<T> {
-        b.chunks_exact(N)
-            .map(|c| {
-                let mut a = [0u8; N];
-                a.copy_from_slice(c);
-                f(a)
-            })
-            .collect()
-    }
-    match ty {
-        NativeType::String => Values::String(
-            b.chunks_exact(MAX_STRING_SIZE)
-                .map(crate::header::payload_str)
-                .collect(),
-        ),
-        NativeType::Short => Values::Short(map(b, i16::from_be_bytes)),
-        NativeType::Float => Values::Float(map(b, f32::from_be_bytes)),
-        NativeType::Enum => Values::Enum(map(b, u16::from_be_bytes)),
-        NativeType::Char => Values::Char(b.to_vec()),
-        NativeType::Long => Values::Long(map(b, i32::from_be_bytes)),
-        NativeType::Double => Values::Double(map(b, f64::from_be_bytes)),
-    }
+    Values::from_be_bytes(ty, b)
 }
 
 #[cfg(test)]

@@ -231,6 +231,15 @@ impl Values {
 
     /// Decode native-endian bytes of `ty` elements (strings as 40-byte NUL-padded slots).
     pub fn from_ne_bytes(ty: NativeType, b: &[u8]) -> Values {
+        Self::from_bytes(ty, b, cfg!(target_endian = "big"))
+    }
+
+    /// Decode big-endian (wire order) bytes of `ty` elements.
+    pub fn from_be_bytes(ty: NativeType, b: &[u8]) -> Values {
+        Self::from_bytes(ty, b, true)
+    }
+
+    fn from_bytes(ty: NativeType, b: &[u8], big: bool) -> Values {
         fn map<const N: usize, T>(b: &[u8], f: fn([u8; N]) -> T) -> Vec<T> {
             b.chunks_exact(N)
                 .map(|c| {
@@ -246,12 +255,17 @@ impl Values {
                     .map(crate::header::payload_str)
                     .collect(),
             ),
-            NativeType::Short => Values::Short(map(b, i16::from_ne_bytes)),
-            NativeType::Float => Values::Float(map(b, f32::from_ne_bytes)),
-            NativeType::Enum => Values::Enum(map(b, u16::from_ne_bytes)),
+            NativeType::Short if big => Values::Short(map(b, i16::from_be_bytes)),
+            NativeType::Short => Values::Short(map(b, i16::from_le_bytes)),
+            NativeType::Float if big => Values::Float(map(b, f32::from_be_bytes)),
+            NativeType::Float => Values::Float(map(b, f32::from_le_bytes)),
+            NativeType::Enum if big => Values::Enum(map(b, u16::from_be_bytes)),
+            NativeType::Enum => Values::Enum(map(b, u16::from_le_bytes)),
             NativeType::Char => Values::Char(b.to_vec()),
-            NativeType::Long => Values::Long(map(b, i32::from_ne_bytes)),
-            NativeType::Double => Values::Double(map(b, f64::from_ne_bytes)),
+            NativeType::Long if big => Values::Long(map(b, i32::from_be_bytes)),
+            NativeType::Long => Values::Long(map(b, i32::from_le_bytes)),
+            NativeType::Double if big => Values::Double(map(b, f64::from_be_bytes)),
+            NativeType::Double => Values::Double(map(b, f64::from_le_bytes)),
         }
     }
 
