@@ -423,28 +423,29 @@ impl PvDirectory {
 
     /// Posts a slot's current value to every view at once (outside the rate limit).
     fn post_now(&self, slot: usize) {
-        let Some(s) = self.slots.get(slot) else {
-            return;
-        };
-        let v = s.value();
-        let sinks: Vec<Sink> = self.sinks.read().clone();
-        for sink in &sinks {
-            sink(slot, &v);
-        }
+        self.post(&[slot], false);
     }
 
     /// Posts every change still waiting for the publisher, now, on this thread.
     fn flush_pending(&self) {
         let batch = std::mem::take(&mut self.pending.0.lock().queue);
-        if batch.is_empty() {
+        self.post(&batch, true);
+    }
+
+    /// Gives every view the current value of each slot; `dequeued`: the slots came off the
+    /// pending queue, so they are clean again.
+    fn post(&self, slots: &[usize], dequeued: bool) {
+        if slots.is_empty() {
             return;
         }
         let sinks: Vec<Sink> = self.sinks.read().clone();
-        for slot in batch {
+        for &slot in slots {
             let Some(s) = self.slots.get(slot) else {
                 continue;
             };
-            s.dirty.store(false, Ordering::Release);
+            if dequeued {
+                s.dirty.store(false, Ordering::Release);
+            }
             let v = s.value();
             for sink in &sinks {
                 sink(slot, &v);
@@ -478,17 +479,7 @@ impl PvDirectory {
                 }
                 std::mem::swap(&mut batch, &mut g.queue);
             }
-            let sinks: Vec<Sink> = self.sinks.read().clone();
-            for &slot in &batch {
-                let Some(s) = self.slots.get(slot) else {
-                    continue;
-                };
-                s.dirty.store(false, Ordering::Release);
-                let v = s.value();
-                for sink in &sinks {
-                    sink(slot, &v);
-                }
-            }
+            self.post(&batch, true);
             batch.clear();
             std::thread::sleep(POST_INTERVAL);
         }
