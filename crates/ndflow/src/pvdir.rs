@@ -161,6 +161,10 @@ pub struct PvDirectory {
     waiters: Mutex<(u64, Vec<Waiter>)>,
     sinks: RwLock<Vec<Sink>>,
     pending: (Mutex<Pending>, Condvar),
+    /// Posts come from the publisher and from put threads; one at a time, each reading the
+    /// value it posts while it holds this, so a view is never handed an older value after a
+    /// newer one.
+    posting: Mutex<()>,
 }
 
 impl PvDirectory {
@@ -220,6 +224,7 @@ impl PvDirectory {
             waiters: Mutex::new((0, Vec::new())),
             sinks: RwLock::new(Vec::new()),
             pending: (Mutex::new(Pending::default()), Condvar::new()),
+            posting: Mutex::new(()),
         });
         dir.listen();
         Ok(dir)
@@ -439,6 +444,7 @@ impl PvDirectory {
             return;
         }
         let sinks: Vec<Sink> = self.sinks.read().clone();
+        let _serial = self.posting.lock();
         for &slot in slots {
             let Some(s) = self.slots.get(slot) else {
                 continue;

@@ -199,3 +199,56 @@ fn changes_reach_every_sink_at_a_bounded_rate() {
     assert_eq!(seen.last(), Some(&ParamValue::Int(10_000)));
     g.shutdown();
 }
+
+/// Posts come from the publisher and from put threads at once (a put flushes what it changed).
+/// However the threads interleave, the last value a view is given is the parameter's current
+/// value: a slow view must never be handed an older value after a newer one.
+#[test]
+fn concurrent_posts_never_leave_a_view_with_a_stale_value() {
+    let (g, dir) = setup(AccessRules::default());
+    let id = dir.find("D:cam1:NumImages").unwrap();
+    let target = dir.entry(id).unwrap().slot;
+    let (store, idx) = dir.slot_of(id).map(|s| (s.store.clone(), s.idx)).unwrap();
+    let last = Arc::new(parking_lot::Mutex::new(None));
+    let last2 = last.clone();
+    dir.add_sink(Arc::new(move |s, v| {
+        if s == target {
+            // A view that is sometimes slow (a lock held by a sender, a busy core).
+            if let ParamValue::Int(i) = v {
+                std::thread::sleep(Duration::from_micros((*i as u64 * 37) % 300));
+            }
+            *last2.lock() = Some(v.clone());
+        }
+    }));
+    let _publisher = dir.start_publisher().unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let putters: Vec<_> = (0..2)
+        .map(|k| {
+            let (dir, stop) = (dir.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    n += 1;
+                    let v = ParamValue::Float(0.001 * ((n % 7) as f64 + k as f64));
+                    put(&dir, "D:cam1:AcquireTime", v, None).0.unwrap();
+                }
+            })
+        })
+        .collect();
+    for round in 0..20 {
+        for i in 1..=200i64 {
+            store.set(idx, round * 1000 + i).unwrap();
+            if i % 50 == 0 {
+                std::thread::sleep(Duration::from_micros(300));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(30));
+        let want = ParamValue::Int(round * 1000 + 200);
+        assert_eq!(last.lock().clone(), Some(want), "round {round}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for p in putters {
+        p.join().unwrap();
+    }
+    g.shutdown();
+}
