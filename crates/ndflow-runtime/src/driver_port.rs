@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use ndflow_core::{CoreError, NDArray, ParamStore, ParamValue, Pool};
 use parking_lot::{Condvar, Mutex};
 
+use crate::attr_file::PortAttributes;
 use crate::driver::{Driver, DriverError};
 use crate::meta::{FrameMeta, MetaIdx};
 use crate::params::DetectorState;
@@ -42,6 +43,8 @@ pub struct DriverPort {
     rate: Mutex<(Instant, i64)>,
     thread: Mutex<Option<JoinHandle<()>>>,
     busy_probe: BusyProbe,
+    /// NDAttributesFile: attached to every frame this driver publishes.
+    pub(crate) attrs: PortAttributes,
 }
 
 impl DriverPort {
@@ -74,6 +77,7 @@ impl DriverPort {
             rate: Mutex::new((Instant::now(), 0)),
             thread: Mutex::new(None),
             busy_probe,
+            attrs: PortAttributes::default(),
         });
         let p = port.clone();
         let handle = std::thread::Builder::new()
@@ -297,6 +301,7 @@ impl DriverPort {
             frame.stamp_now();
         }
         self.images_counter.fetch_add(1, Ordering::AcqRel);
+        self.attrs.apply(&mut frame, &self.params);
         self.meta.lock().update(&frame);
         if self.get_f64("ArrayCallbacks") != 0.0 {
             self.fanout.offer_all(&Arc::new(frame));

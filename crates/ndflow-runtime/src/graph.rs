@@ -10,6 +10,7 @@ use ndflow_core::{ParamError, ParamStore, ParamValue, Pool};
 use parking_lot::{Mutex, RwLock};
 use thiserror::Error;
 
+use crate::attr_file::{PortAttributes, PvReader};
 use crate::driver::{Driver, DriverError};
 use crate::driver_port::DriverPort;
 use crate::params::{ARRAY_BASE_PARAMS, DRIVER_PARAMS, PLUGIN_BASE_PARAMS};
@@ -57,6 +58,12 @@ impl PortHandle {
             PortHandle::Plugin(p) => &p.params,
         }
     }
+    fn attrs(&self) -> &PortAttributes {
+        match self {
+            PortHandle::Driver(d) => &d.attrs,
+            PortHandle::Plugin(p) => &p.attrs,
+        }
+    }
     fn fanout(&self) -> &Fanout {
         match self {
             PortHandle::Driver(d) => &d.fanout,
@@ -70,6 +77,8 @@ struct GraphInner {
     sched: Arc<Scheduler>,
     fallback_pool: Pool,
     stop: AtomicBool,
+    /// Where EPICS_PV attribute values come from (the IOC's Channel Access client).
+    pv_reader: RwLock<Option<Arc<dyn PvReader>>>,
 }
 
 impl GraphInner {
@@ -112,6 +121,7 @@ impl Graph {
             sched: Scheduler::start(n),
             fallback_pool: Pool::unlimited(),
             stop: AtomicBool::new(false),
+            pv_reader: RwLock::new(None),
         });
         let weak = Arc::downgrade(&inner);
         let ticker = std::thread::Builder::new()
@@ -261,7 +271,15 @@ impl Graph {
             PortHandle::Plugin(p) => p.on_put(idx, &stored),
             PortHandle::Driver(d) => d.on_put(idx, &stored),
         }
+        let reader = self.inner.pv_reader.read().clone();
+        handle.attrs().on_put(param, &params, reader.as_deref());
         Ok(stored)
+    }
+
+    /// Installs the source of EPICS_PV attribute values; attribute files loaded afterwards
+    /// use it (set it before applying the configuration).
+    pub fn set_pv_reader(&self, reader: Arc<dyn PvReader>) {
+        *self.inner.pv_reader.write() = Some(reader);
     }
 
     fn check_source(&self, port: &Arc<PluginPort>, source: &str) -> Result<(), ParamError> {

@@ -15,6 +15,7 @@
 //! a housekeeping thread at a bounded rate (never a parameter write per frame).
 
 mod accounting;
+pub mod attr_file;
 pub mod driver;
 mod driver_port;
 mod graph;
@@ -26,6 +27,7 @@ mod plugin_port;
 mod scheduler;
 
 pub use accounting::{Accounting, DropReason};
+pub use attr_file::{PortAttributes, PvCell, PvReader};
 pub use driver::{Driver, DriverError};
 pub use driver_port::DriverPort;
 pub use graph::{Graph, GraphError, PortHandle};

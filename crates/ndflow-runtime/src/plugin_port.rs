@@ -13,6 +13,7 @@ use ndflow_core::{NDArray, ParamStore, ParamValue, Pool};
 use parking_lot::{Mutex, RwLock};
 
 use crate::accounting::{Accounting, DropReason};
+use crate::attr_file::PortAttributes;
 use crate::meta::{FrameMeta, MetaIdx};
 use crate::plugin::{pool_of, Plugin, PluginError, ProcessContext};
 use crate::scheduler::Scheduler;
@@ -131,6 +132,8 @@ pub struct PluginPort {
     pub(crate) source: Mutex<String>,
     rate: Mutex<(Instant, i64)>,
     idx: BaseIdx,
+    /// NDAttributesFile: attached to each input frame before it is processed.
+    pub(crate) attrs: PortAttributes,
 }
 
 impl PluginPort {
@@ -222,6 +225,7 @@ impl PluginPort {
             source: Mutex::new(String::new()),
             rate: Mutex::new((Instant::now(), 0)),
             idx,
+            attrs: PortAttributes::default(),
         });
         port.reload_config();
         port
@@ -395,6 +399,7 @@ impl PluginPort {
 
     fn process_frame(&self, frame: Arc<NDArray>, seq: u64) {
         let t0 = Instant::now();
+        let frame = self.attrs.attach(&frame, &self.params);
         let pool = pool_of(&frame, &self.fallback_pool);
         let mut outputs = Vec::new();
         let result = {

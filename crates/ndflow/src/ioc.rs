@@ -36,6 +36,8 @@ static STOP: AtomicBool = AtomicBool::new(false);
 pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     let cfg = Config::parse(text, file).map_err(|e| e.to_string())?;
     let graph = Arc::new(Graph::new(cfg.threads));
+    // EPICS_PV entries of NDAttributes files read their PVs over Channel Access.
+    graph.set_pv_reader(Arc::new(crate::pv_attrs::CaPvReader::default()));
     let images = Arc::new(ImagePvs::default());
     cfg.build(&graph, &images).map_err(|e| e.to_string())?;
     let serve_pva = cfg.pva && !opts.no_pva;

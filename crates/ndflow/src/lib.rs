@@ -13,6 +13,7 @@ pub mod bench_pva;
 pub mod ca;
 pub mod config;
 pub mod ioc;
+pub mod pv_attrs;
 pub mod pva;
 pub mod pvdir;
 pub mod reference;
