@@ -11,6 +11,9 @@
 //! - **Changes** reach the views through one publisher thread that posts each changed parameter
 //!   at most every [`POST_INTERVAL`] (latest value wins), so a plugin that rewrites a result
 //!   10,000 times a second costs clients 100 updates a second and the frame path never waits.
+//!   Waveforms of frames (StdArrays `ArrayData`) are the exception: each is posted as it
+//!   changes, because a post only shares the frame's buffer and every client's queue keeps the
+//!   latest, so a viewer gets every frame it can take, not at most 100 a second.
 //! - **Puts** go through [`Graph::put`] (validated like a config key; a refusal changes nothing
 //!   and its text reaches the client). A put to a busy record (Acquire, Capture, WriteFile,
 //!   FlushNow: [`RecordHint::completes_when_done`]) completes when the value is back to 0 — the
@@ -281,6 +284,10 @@ impl PvDirectory {
             for w in fired {
                 (w.done)(Ok(()));
             }
+        }
+        if matches!(s.def.kind, ParamKind::Array(_)) {
+            self.post_now(slot);
+            return;
         }
         // Only the first change since the last post queues work; later ones ride along.
         if !s.dirty.swap(true, Ordering::AcqRel) {
