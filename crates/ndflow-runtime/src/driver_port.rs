@@ -218,6 +218,9 @@ impl DriverPort {
             let _ = p.set_by_name("StatusMessage", e.to_string());
             outcome = DetectorState::Error;
         }
+        // Frames run on an absolute schedule: frame n is due at start + n·period, so the time
+        // spent publishing and the wake-up latency of each wait do not add up over a run.
+        let mut schedule: Option<(Instant, f64, u32)> = None;
         while outcome == DetectorState::Idle {
             if !self.ctl.lock().acquire {
                 outcome = DetectorState::Aborted;
@@ -254,13 +257,23 @@ impl DriverPort {
                 break;
             }
             let period = self.get_f64("AcquirePeriod").max(0.0);
-            let left = period - t0.elapsed().as_secs_f64();
-            if left > 0.0 {
+            let (start, n) = match schedule {
+                Some((start, p, n)) if p == period => (start, n + 1),
+                _ => (t0, 1), // first frame, or the period was changed: restart from this frame
+            };
+            schedule = Some((start, period, n));
+            let due = start + Duration::from_secs_f64(period * f64::from(n));
+            let now = Instant::now();
+            if due > now {
                 self.set_state(DetectorState::Waiting);
-                if !self.wait_running(Duration::from_secs_f64(left)) {
+                if !self.wait_running(due - now) {
                     outcome = DetectorState::Aborted;
                     break;
                 }
+            } else if now - due > Duration::from_secs_f64(period) {
+                // Running late by more than a period (generation is slower than the period):
+                // start afresh rather than bursting to catch up.
+                schedule = None;
             }
         }
         driver.stop(p);
