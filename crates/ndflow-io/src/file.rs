@@ -33,7 +33,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ndflow_core::{AttrValue, NDArray, ParamDef, ParamStore, ParamValue};
+use ndflow_core::{AttrValue, NDArray, ParamDef, ParamStore, ParamValue, Pool};
 use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
 use parking_lot::Mutex;
 
@@ -66,6 +66,14 @@ pub trait Format: Send + 'static {
     ) -> io::Result<()> {
         Ok(())
     }
+    /// ReadFile: the file at `path` as a frame with pixels from `pool`.
+    fn read(&mut self, path: &Path, pool: &Pool) -> io::Result<NDArray> {
+        let _ = pool;
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("{} cannot read {} back", Self::PLUGIN_TYPE, path.display()),
+        ))
+    }
 }
 
 /// NDFile.template's parameters followed by a format's own, as one static table.
@@ -84,7 +92,7 @@ macro_rules! ndfile_params {
             ::ndflow_core::ParamDef::string("FullFileName", "").read_only().long_string().doc("Name of the last file written"),
             ::ndflow_core::ParamDef::yes_no("AutoSave", 0).doc("Single: write every frame; Capture: write when the buffer is full"),
             ::ndflow_core::ParamDef::enumeration("WriteFile", &["Done", "Write"], 0).readback_choices(&["Done", "Writing"]).busy().doc("Write the latest frame (Single) or the capture buffer (Capture)"),
-            ::ndflow_core::ParamDef::enumeration("ReadFile", &["Done", "Read"], 0).readback_choices(&["Done", "Reading"]).busy().doc("Read a file back into the pipeline (not supported yet in ndflow: a write completes at once)"),
+            ::ndflow_core::ParamDef::enumeration("ReadFile", &["Done", "Read"], 0).readback_choices(&["Done", "Reading"]).busy().doc("Read the file FileNumber names back into the pipeline (TIFF); completes when read"),
             ::ndflow_core::ParamDef::enumeration("FileWriteMode", &["Single", "Capture", "Stream"], 0).doc("Single / Capture / Stream"),
             ::ndflow_core::ParamDef::enumeration("Capture", &["Done", "Capture"], 0).readback_choices(&["Done", "Capturing"]).busy().doc("Start (1) / stop (0) Capture or Stream"),
             ::ndflow_core::ParamDef::int32("NumCapture", 1).min(0.0).doc("Frames to capture or stream (Stream: 0 = unlimited)"),
@@ -198,6 +206,9 @@ struct WriteFailure {
 pub struct FileWriterPlugin<F: Format> {
     state: Mutex<State<F>>,
     indices: Resolved<Indices>,
+    /// Frames ReadFile produced, sent downstream by the port after the write.
+    read_back: Mutex<Vec<Arc<NDArray>>>,
+    read_pool: Pool,
 }
 
 impl<F: Format + Default> Default for FileWriterPlugin<F> {
@@ -228,6 +239,39 @@ impl<F: Format> FileWriterPlugin<F> {
                 stream_handled: 0,
             }),
             indices: Resolved::default(),
+            read_back: Mutex::new(Vec::new()),
+            read_pool: Pool::unlimited(),
+        }
+    }
+
+    /// ReadFile: reads the file FilePath/FileName/FileNumber/FileTemplate names (FileNumber
+    /// is not advanced, as areaDetector's readFile) and queues it for downstream.
+    fn read_file(&self, p: &ParamStore, ix: &Indices) {
+        let name = format_file_name(
+            &p.get_str(ix.template),
+            &normalize_dir(&p.get_str(ix.file_path)),
+            &p.get_str(ix.file_name),
+            p.get_i64(ix.file_number),
+        );
+        let result = name.and_then(|name| {
+            let _ = p.set(ix.full_name, name.clone());
+            let frame = self
+                .state
+                .lock()
+                .format
+                .read(Path::new(&name), &self.read_pool);
+            frame.map_err(|e| format!("cannot read {name}: {e}"))
+        });
+        match result {
+            Ok(frame) => {
+                self.read_back.lock().push(Arc::new(frame));
+                let _ = p.set(ix.write_status, 0i64);
+                let _ = p.set(ix.write_message, String::new());
+            }
+            Err(message) => {
+                let _ = p.set(ix.write_status, 1i64);
+                let _ = p.set(ix.write_message, message);
+            }
         }
     }
 
@@ -668,18 +712,19 @@ impl<F: Format> Plugin for FileWriterPlugin<F> {
         self.param_changed_at(p, idx, value, 0);
     }
 
+    fn take_command_outputs(&self) -> Vec<Arc<NDArray>> {
+        std::mem::take(&mut *self.read_back.lock())
+    }
+
     fn param_changed_at(&self, p: &ParamStore, idx: usize, value: &ParamValue, accepted: u64) {
         let Ok(ix) = self.indices(p) else {
             return;
         };
         let on = value.as_i64().unwrap_or(0) != 0;
         if on && p.def(idx).is_some_and(|d| d.name == "ReadFile") {
-            // Busy record: back to Done at once, so a put with completion returns.
+            self.read_file(p, ix);
+            // Busy record: Done once the file is read, so a put with completion returns then.
             let _ = p.set(idx, 0i64);
-            let _ = p.set(
-                ix.write_message,
-                "ReadFile is not supported by ndflow's file plugins yet".to_string(),
-            );
             return;
         }
         if idx == ix.file_path {

@@ -18,7 +18,9 @@ use std::io::{self, BufWriter, Seek, Write};
 use std::marker::PhantomData;
 use std::path::Path;
 
-use ndflow_core::{with_pixel_type, AttrValue, ColorMode, NDArray, ParamDef, ParamStore, Pixel};
+use ndflow_core::{
+    with_pixel_type, AttrValue, ColorMode, NDArray, ParamDef, ParamStore, Pixel, Pool,
+};
 use tiff::encoder::colortype::ColorType;
 use tiff::encoder::{DirectoryEncoder, TiffEncoder, TiffKind, TiffValue};
 use tiff::tags::{PhotometricInterpretation, SampleFormat, Tag};
@@ -318,5 +320,9 @@ impl Format for TiffFormat {
             Some(mut f) => f.flush(),
             None => Ok(()),
         }
+    }
+
+    fn read(&mut self, path: &Path, pool: &Pool) -> io::Result<NDArray> {
+        crate::tiff_read::read_tiff(path, pool)
     }
 }

@@ -55,6 +55,11 @@ pub trait Plugin: Send + Sync + 'static {
         let _ = accepted;
         self.param_changed(params, idx, value)
     }
+    /// Frames a command made outside [`Plugin::process`] (a file plugin's ReadFile). The port
+    /// asks after every external write and sends them downstream as its output.
+    fn take_command_outputs(&self) -> Vec<Arc<NDArray>> {
+        Vec::new()
+    }
 }
 
 /// What a plugin sees while processing one frame.
