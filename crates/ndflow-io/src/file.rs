@@ -712,8 +712,9 @@ impl<F: Format> Plugin for FileWriterPlugin<F> {
         self.param_changed_at(p, idx, value, 0);
     }
 
-    fn take_command_outputs(&self) -> Vec<Arc<NDArray>> {
-        std::mem::take(&mut *self.read_back.lock())
+    fn emit_after_put(&self, emit: &mut dyn FnMut(Arc<NDArray>)) {
+        let frames = std::mem::take(&mut *self.read_back.lock());
+        frames.into_iter().for_each(emit);
     }
 
     fn param_changed_at(&self, p: &ParamStore, idx: usize, value: &ParamValue, accepted: u64) {

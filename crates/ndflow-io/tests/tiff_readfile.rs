@@ -9,6 +9,13 @@ use ndflow_core::{with_pixel_type, AttrValue, ColorMode, DataType, NDArray, Para
 use ndflow_io::TiffFilePlugin;
 use ndflow_runtime::{Plugin, PluginHarness};
 
+/// What the plugin sends downstream after the last put.
+fn taken(h: &PluginHarness<TiffFilePlugin>) -> Vec<std::sync::Arc<NDArray>> {
+    let mut out = Vec::new();
+    h.plugin.emit_after_put(&mut |f| out.push(f));
+    out
+}
+
 fn harness(dir: &TempDir) -> PluginHarness<TiffFilePlugin> {
     let h = PluginHarness::new(TiffFilePlugin::new());
     h.put("FilePath", dir.path().to_string_lossy().as_ref())
@@ -29,13 +36,10 @@ fn round_trip(h: &PluginHarness<TiffFilePlugin>, f: NDArray) -> NDArray {
         "{:?}",
         h.get("WriteMessage")
     );
-    assert!(
-        h.plugin.take_command_outputs().is_empty(),
-        "nothing before ReadFile"
-    );
+    assert!(taken(h).is_empty(), "nothing before ReadFile");
     h.put("ReadFile", 1).unwrap();
     assert_eq!(h.get("ReadFile"), ParamValue::Int(0), "back to Done");
-    let mut out = h.plugin.take_command_outputs();
+    let mut out = taken(h);
     assert_eq!(out.len(), 1, "{:?}", h.get("WriteMessage"));
     NDArray::clone(&out.remove(0))
 }
@@ -86,12 +90,12 @@ fn missing_and_foreign_files_set_write_status() {
     assert_eq!(h.get("WriteStatus"), ParamValue::Int(1));
     let msg = h.get("WriteMessage").to_string();
     assert!(msg.contains("rb_099.tif"), "{msg}");
-    assert!(h.plugin.take_command_outputs().is_empty());
+    assert!(taken(&h).is_empty());
     // A file that is not a TIFF.
     std::fs::write(dir.path().join("rb_099.tif"), b"not a tiff at all").unwrap();
     h.put("ReadFile", 1).unwrap();
     assert_eq!(h.get("WriteStatus"), ParamValue::Int(1));
-    assert!(h.plugin.take_command_outputs().is_empty());
+    assert!(taken(&h).is_empty());
     // A good file afterwards clears the status.
     h.put("FileNumber", 1).unwrap();
     let back = round_trip(&h, frame(&[4, 3], &[5u16; 12], 3));

@@ -297,11 +297,7 @@ impl PluginPort {
         let accepted = self.state.lock().accepted;
         self.plugin
             .param_changed_at(&self.params, idx, value, accepted);
-        for frame in self.plugin.take_command_outputs() {
-            self.meta.lock().update(&frame);
-            self.array_counter.fetch_add(1, Ordering::AcqRel);
-            self.emit(frame);
-        }
+        self.plugin.emit_after_put(&mut |out| self.emit(out));
     }
 
     /// Starts workers for queued frames if the concurrency limit allows more.

@@ -267,7 +267,14 @@ impl PvDirectory {
         let Some(s) = self.slots.get(slot) else {
             return;
         };
-        if s.def.record.completes_when_done() && v.as_i64() == Some(0) {
+        if s.def.record.completes_when_done() {
+            // Busy records (Acquire, Capture, …) change once per operation and clients wait
+            // for their transitions (ophyd-async arms by watching Acquire_RBV go to 1), so
+            // every value is posted as it happens, never folded into the next round.
+            self.post_value(slot, v);
+            if v.as_i64() != Some(0) {
+                return;
+            }
             let fired: Vec<Waiter> = {
                 let mut w = self.waiters.lock();
                 let (done, keep) = std::mem::take(&mut w.1)
@@ -278,12 +285,12 @@ impl PvDirectory {
             };
             if !fired.is_empty() {
                 // A client that reads after its put completed sees the final values.
-                self.post_now(slot);
                 self.flush_pending();
             }
             for w in fired {
                 (w.done)(Ok(()));
             }
+            return;
         }
         if matches!(s.def.kind, ParamKind::Array(_)) {
             self.post_now(slot);
@@ -436,6 +443,25 @@ impl PvDirectory {
     /// Posts a slot's current value to every view at once (outside the rate limit).
     fn post_now(&self, slot: usize) {
         self.post(&[slot], false);
+    }
+
+    /// Posts `v`, the value a change just set, then the slot's current value if it has
+    /// moved on meanwhile: every transition reaches the views and the last post is current.
+    fn post_value(&self, slot: usize, v: &ParamValue) {
+        let Some(s) = self.slots.get(slot) else {
+            return;
+        };
+        let sinks: Vec<Sink> = self.sinks.read().clone();
+        let _serial = self.posting.lock();
+        for sink in &sinks {
+            sink(slot, v);
+        }
+        let now = s.value();
+        if now != *v {
+            for sink in &sinks {
+                sink(slot, &now);
+            }
+        }
     }
 
     /// Posts every change still waiting for the publisher, now, on this thread.

@@ -252,3 +252,45 @@ fn concurrent_posts_never_leave_a_view_with_a_stale_value() {
     }
     g.shutdown();
 }
+
+/// A busy record's transitions all reach the views, however short the operation: a single
+/// frame with no exposure still shows Acquire going to 1 and back to 0 (clients arm by
+/// watching for the 1), and the last value posted is the current one.
+#[test]
+fn busy_record_transitions_are_never_folded_away() {
+    let (g, dir) = setup(AccessRules::default());
+    let target = dir.entry(dir.find("D:cam1:Acquire").unwrap()).unwrap().slot;
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    dir.add_sink(Arc::new(move |s, v| {
+        if s == target {
+            seen2.lock().push(v.clone());
+        }
+    }));
+    let _publisher = dir.start_publisher().unwrap();
+    for (k, v) in [
+        ("ImageMode", ParamValue::Str("Single".into())),
+        ("AcquireTime", ParamValue::Float(0.0)),
+        ("AcquirePeriod", ParamValue::Float(0.0)),
+    ] {
+        put(&dir, &format!("D:cam1:{k}"), v, None).0.unwrap();
+    }
+    for round in 0..20 {
+        std::thread::sleep(Duration::from_millis(15)); // the publisher's initial round is over
+        seen.lock().clear();
+        let (r, _) = put(&dir, "D:cam1:Acquire", ParamValue::Int(1), Some(&local()));
+        r.unwrap();
+        assert!(g.wait_idle(Duration::from_secs(10)));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while seen.lock().last() != Some(&ParamValue::Int(0)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let seen = seen.lock();
+        assert!(
+            seen.contains(&ParamValue::Int(1)),
+            "round {round}: {seen:?}"
+        );
+        assert_eq!(seen.last(), Some(&ParamValue::Int(0)), "round {round}");
+    }
+    g.shutdown();
+}
