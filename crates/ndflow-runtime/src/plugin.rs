@@ -55,6 +55,11 @@ pub trait Plugin: Send + Sync + 'static {
         let _ = accepted;
         self.param_changed(params, idx, value)
     }
+    /// Frames a command released outside `process` (CircularBuff's FlushOnSoftTrg =
+    /// Immediately sends its ring on the Trigger write, without waiting for a frame). The
+    /// port calls this after every `param_changed_at`; `emit` passes a frame downstream at
+    /// once, so a plugin that calls it under its own lock keeps its output order.
+    fn emit_after_put(&self, _emit: &mut dyn FnMut(Arc<NDArray>)) {}
 }
 
 /// What a plugin sees while processing one frame.

@@ -293,6 +293,7 @@ impl PluginPort {
         let accepted = self.state.lock().accepted;
         self.plugin
             .param_changed_at(&self.params, idx, value, accepted);
+        self.plugin.emit_after_put(&mut |out| self.emit(out));
     }
 
     /// Starts workers for queued frames if the concurrency limit allows more.
