@@ -3,10 +3,13 @@
 //! frames that came in: pixels shared), FlushOnSoftTrg, and the accounting through a graph.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use ndflow_core::{AttrValue, NDArray, NDAttribute, ParamValue, Pool};
+use ndflow_core::{AttrValue, NDArray, NDAttribute, ParamDef, ParamStore, ParamValue, Pool};
 use ndflow_plugins::circular_buff::CircularBuffPlugin;
-use ndflow_runtime::PluginHarness;
+use ndflow_runtime::{
+    Driver, DriverError, Graph, Plugin, PluginError, PluginHarness, ProcessContext,
+};
 
 type Harness = PluginHarness<CircularBuffPlugin>;
 
@@ -205,4 +208,74 @@ fn pre_count_zero_sends_only_post_frames() {
     h.put("TriggerCalc", "A").unwrap();
     h.put("Capture", 1).unwrap();
     assert_eq!(feed(&h, 1..=6, &[4]), vec![4, 5]);
+}
+
+/// Frames with uniqueIds 1, 2, ... (the port numbers them).
+struct Source;
+
+impl Driver for Source {
+    fn driver_type(&self) -> &'static str {
+        "testSource"
+    }
+    fn params(&self) -> &'static [ParamDef] {
+        &[]
+    }
+    fn init(&mut self, _params: &ParamStore) -> Result<(), DriverError> {
+        Ok(())
+    }
+    fn acquire(&mut self, _params: &ParamStore, pool: &Pool) -> Result<NDArray, DriverError> {
+        Ok(NDArray::from_pixels(pool, &[8], &[0u8; 8])?)
+    }
+}
+
+/// Records the uniqueIds it is offered.
+#[derive(Default)]
+struct Sink(parking_lot::Mutex<Vec<i32>>);
+
+impl Plugin for Sink {
+    fn plugin_type(&self) -> &'static str {
+        "testSink"
+    }
+    fn params(&self) -> &'static [ParamDef] {
+        &[]
+    }
+    fn process(&self, f: &Arc<NDArray>, _: &mut ProcessContext<'_>) -> Result<(), PluginError> {
+        self.0.lock().push(f.unique_id);
+        Ok(())
+    }
+}
+
+/// Through a graph: an immediate soft trigger sends the ring from the put itself (no frame
+/// flows after it), and every frame offered to the port is counted.
+#[test]
+fn immediate_flush_through_a_port() {
+    let g = Graph::new(2);
+    g.add_driver("DRV", Box::new(Source)).unwrap();
+    g.add_plugin("CB", Arc::new(CircularBuffPlugin::new())).unwrap();
+    let sink = Arc::new(Sink::default());
+    g.add_plugin("SINK", sink.clone()).unwrap();
+    g.put("CB", "NDArrayPort", "DRV").unwrap();
+    g.put("SINK", "NDArrayPort", "CB").unwrap();
+    g.put("CB", "QueueSize", 100).unwrap();
+    g.put("SINK", "QueueSize", 100).unwrap();
+    g.put("CB", "PreCount", 4).unwrap();
+    g.put("CB", "PostCount", 2).unwrap();
+    g.put("CB", "FlushOnSoftTrg", "Immediately").unwrap();
+    g.put("CB", "Capture", 1).unwrap();
+    g.put("DRV", "AcquireTime", 0.0).unwrap();
+    g.put("DRV", "AcquirePeriod", 0.0).unwrap();
+    g.put("DRV", "ImageMode", "Multiple").unwrap();
+    g.put("DRV", "NumImages", 10).unwrap();
+    g.put("DRV", "Acquire", 1).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(g.wait_idle(Duration::from_secs(30)));
+    let first = *sink.0.lock().first().unwrap_or(&0);
+    assert!(sink.0.lock().is_empty(), "nothing before the trigger (got {first})");
+    g.put("CB", "Trigger", 1).unwrap();
+    assert!(g.wait_idle(Duration::from_secs(30)));
+    assert_eq!(*sink.0.lock(), vec![7, 8, 9, 10]);
+    let a = g.plugin("CB").unwrap().accounting();
+    assert!(a.is_conserved());
+    assert_eq!((a.offered, a.processed), (10, 10));
+    g.shutdown();
 }
