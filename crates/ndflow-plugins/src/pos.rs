@@ -105,9 +105,10 @@ pub fn parse_positions(xml: &str) -> Result<Vec<Position>, String> {
             let text = p
                 .attribute(d.as_str())
                 .ok_or_else(|| format!("position {} has no '{d}'", k + 1))?;
-            let v = text.trim().parse::<i32>().map_err(|_| {
-                format!("position {}: {d}=\"{text}\" is not an integer", k + 1)
-            })?;
+            let v = text
+                .trim()
+                .parse::<i32>()
+                .map_err(|_| format!("position {}: {d}=\"{text}\" is not an integer", k + 1))?;
             pos.push((d.clone(), v));
         }
         pos.sort();

@@ -17,11 +17,23 @@ fn frame(h: &Harness, k: i32) -> Arc<NDArray> {
         sec: 5000 + k as u32,
         nsec: 1000 * k as u32,
     };
-    f.set_attribute(NDAttribute::new("Temp", "", AttrValue::Float32(20.5 + k as f32)));
-    f.set_attribute(NDAttribute::new("Counts", "", AttrValue::UInt16(7 * k as u16)));
+    f.set_attribute(NDAttribute::new(
+        "Temp",
+        "",
+        AttrValue::Float32(20.5 + k as f32),
+    ));
+    f.set_attribute(NDAttribute::new(
+        "Counts",
+        "",
+        AttrValue::UInt16(7 * k as u16),
+    ));
     f.set_attribute(NDAttribute::new("Label", "", AttrValue::String("x".into())));
     if k % 2 == 0 {
-        f.set_attribute(NDAttribute::new("EvenOnly", "", AttrValue::Int64(-3 * k as i64)));
+        f.set_attribute(NDAttribute::new(
+            "EvenOnly",
+            "",
+            AttrValue::Int64(-3 * k as i64),
+        ));
     }
     Arc::new(f)
 }
@@ -68,7 +80,11 @@ fn values_sums_series_and_reset() {
     for (i, w) in want.iter().enumerate() {
         let n = i + 1;
         assert_eq!(h.get_f64(&format!("{n}:Value")), *w.last().unwrap(), "{n}");
-        assert_eq!(h.get_f64(&format!("{n}:ValueSum")), w.iter().sum::<f64>(), "{n}");
+        assert_eq!(
+            h.get_f64(&format!("{n}:ValueSum")),
+            w.iter().sum::<f64>(),
+            "{n}"
+        );
         assert_eq!(series(&h, n), *w, "{n}");
     }
     // A string attribute has no value.

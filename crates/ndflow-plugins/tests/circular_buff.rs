@@ -69,9 +69,16 @@ fn attribute_trigger_sends_pre_then_post_in_order() {
     assert_eq!(h.get_f64("TriggerAVal"), 1.0);
     assert_eq!(h.get_f64("TriggerCalcVal"), 1.0);
     assert_eq!(int(&h, "ActualTriggerCount"), 1);
-    assert_eq!(int(&h, "Capture"), 0, "PresetTriggerCount 1 reached: capture ends");
+    assert_eq!(
+        int(&h, "Capture"),
+        0,
+        "PresetTriggerCount 1 reached: capture ends"
+    );
     assert_eq!(int(&h, "Trigger"), 0);
-    assert_eq!(h.get("StatusMessage"), ParamValue::from("Acquisition Completed"));
+    assert_eq!(
+        h.get("StatusMessage"),
+        ParamValue::from("Acquisition Completed")
+    );
 }
 
 #[test]
@@ -83,7 +90,10 @@ fn emitted_frames_are_the_input_frames() {
         assert!(h.process_arc(f).unwrap().is_empty());
     }
     let out = h.put_emitted("Trigger", 1).unwrap();
-    assert!(out.is_empty(), "OnNewImage: the ring waits for the next frame");
+    assert!(
+        out.is_empty(),
+        "OnNewImage: the ring waits for the next frame"
+    );
     let out = h.process_arc(&frames[2]).unwrap();
     assert_eq!(out.len(), 3);
     for (o, f) in out.iter().zip(&frames) {
@@ -103,7 +113,11 @@ fn re_arm_forever_with_preset_zero() {
     // Ring 14..18 -> 17,18; trigger 19: 17,18,19,20.
     assert_eq!(out, vec![3, 4, 5, 6, 10, 11, 12, 13, 17, 18, 19, 20]);
     assert_eq!(int(&h, "ActualTriggerCount"), 3);
-    assert_eq!(int(&h, "Capture"), 1, "PresetTriggerCount 0: still capturing");
+    assert_eq!(
+        int(&h, "Capture"),
+        1,
+        "PresetTriggerCount 0: still capturing"
+    );
     assert_eq!(h.get("StatusMessage"), ParamValue::from("Buffer filling"));
 }
 
@@ -114,7 +128,11 @@ fn preset_n_stops_after_n_triggers() {
     h.put("TriggerCalc", "A=1").unwrap();
     h.put("Capture", 1).unwrap();
     let out = feed(&h, 1..=12, &[3, 6, 9]);
-    assert_eq!(out, vec![2, 3, 5, 6], "the third trigger comes after capture ended");
+    assert_eq!(
+        out,
+        vec![2, 3, 5, 6],
+        "the third trigger comes after capture ended"
+    );
     assert_eq!(int(&h, "ActualTriggerCount"), 2);
     assert_eq!(int(&h, "Capture"), 0);
     // A new Capture resets the count and arms again.
@@ -158,7 +176,10 @@ fn soft_trigger_while_not_capturing_is_ignored() {
     h.put("Trigger", 1).unwrap();
     assert_eq!(int(&h, "Trigger"), 0, "completes at once");
     h.put("Capture", 1).unwrap();
-    assert!(feed(&h, 1..=4, &[]).is_empty(), "no trigger armed from before");
+    assert!(
+        feed(&h, 1..=4, &[]).is_empty(),
+        "no trigger armed from before"
+    );
 }
 
 #[test]
@@ -179,7 +200,10 @@ fn bad_expression_reports_token_and_never_triggers() {
     h.put("Capture", 1).unwrap();
     assert!(feed(&h, 1..=5, &[1, 2, 3, 4, 5]).is_empty());
     let msg = h.get("StatusMessage").to_string();
-    assert!(msg.contains("TriggerCalc") && msg.contains("'>' at offset 4"), "{msg}");
+    assert!(
+        msg.contains("TriggerCalc") && msg.contains("'>' at offset 4"),
+        "{msg}"
+    );
     // An empty expression is "0", as ADCore.
     h.put("TriggerCalc", "").unwrap();
     assert_eq!(h.get("TriggerCalc"), ParamValue::from("0"));
@@ -196,7 +220,10 @@ fn pre_count_refused_while_capturing() {
         ParamValue::from("Stop acquisition to set pre-count")
     );
     h.put("Capture", 0).unwrap();
-    assert_eq!(h.get("StatusMessage"), ParamValue::from("Acquisition Stopped"));
+    assert_eq!(
+        h.get("StatusMessage"),
+        ParamValue::from("Acquisition Stopped")
+    );
     h.put("PreCount", 7).unwrap();
     assert_eq!(int(&h, "PreCount"), 7);
 }
@@ -251,7 +278,8 @@ impl Plugin for Sink {
 fn immediate_flush_through_a_port() {
     let g = Graph::new(2);
     g.add_driver("DRV", Box::new(Source)).unwrap();
-    g.add_plugin("CB", Arc::new(CircularBuffPlugin::new())).unwrap();
+    g.add_plugin("CB", Arc::new(CircularBuffPlugin::new()))
+        .unwrap();
     let sink = Arc::new(Sink::default());
     g.add_plugin("SINK", sink.clone()).unwrap();
     g.put("CB", "NDArrayPort", "DRV").unwrap();
@@ -270,7 +298,10 @@ fn immediate_flush_through_a_port() {
     std::thread::sleep(Duration::from_millis(20));
     assert!(g.wait_idle(Duration::from_secs(30)));
     let first = *sink.0.lock().first().unwrap_or(&0);
-    assert!(sink.0.lock().is_empty(), "nothing before the trigger (got {first})");
+    assert!(
+        sink.0.lock().is_empty(),
+        "nothing before the trigger (got {first})"
+    );
     g.put("CB", "Trigger", 1).unwrap();
     assert!(g.wait_idle(Duration::from_secs(30)));
     assert_eq!(*sink.0.lock(), vec![7, 8, 9, 10]);

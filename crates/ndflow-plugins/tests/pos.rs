@@ -113,7 +113,10 @@ fn keep_mode_reset_and_missing() {
     assert_eq!(int(&h, "Index"), 0);
     assert_eq!(h.get("Position"), ParamValue::from(""));
     h.put("Running", 1).unwrap();
-    assert_eq!(feed(&h, &[10, 12, 14]), vec![(10, 0, 0), (12, 1, 0), (14, 2, 0)]);
+    assert_eq!(
+        feed(&h, &[10, 12, 14]),
+        vec![(10, 0, 0), (12, 1, 0), (14, 2, 0)]
+    );
 }
 
 #[test]
@@ -130,7 +133,10 @@ fn id_from_attribute() {
     // A frame without the attribute stops the run, naming it.
     h.put("IDName", "Nope").unwrap();
     let e = h.process_arc(&frame(&h, 5)).unwrap_err();
-    assert!(matches!(&e, PluginError::Other(m) if m.contains("'Nope'")), "{e}");
+    assert!(
+        matches!(&e, PluginError::Other(m) if m.contains("'Nope'")),
+        "{e}"
+    );
     assert_eq!(int(&h, "Running"), 0);
 }
 
@@ -153,28 +159,39 @@ fn append_file_and_delete() {
     assert_eq!(got, PTS.to_vec());
     // A bad load appends nothing.
     h.put("Filename", xml(&PTS[..2])).unwrap();
-    h.put("Filename", dir.join("missing.xml").to_str().unwrap()).unwrap();
+    h.put("Filename", dir.join("missing.xml").to_str().unwrap())
+        .unwrap();
     assert_eq!(int(&h, "FileValid"), 0);
     assert_eq!(int(&h, "Qty"), 2);
     h.put("Delete", 1).unwrap();
     assert_eq!(int(&h, "Qty"), 0);
     h.put("Running", 1).unwrap();
-    assert_eq!(int(&h, "Running"), 0, "nothing to attach: completes at once");
+    assert_eq!(
+        int(&h, "Running"),
+        0,
+        "nothing to attach: completes at once"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn parse_errors_name_the_fault() {
-    let e = parse_positions("<pos_layout><dimensions><dimension name=\"x\"/></dimensions>\
-         <positions><position x=\"1\"/><position x=\"a\"/></positions></pos_layout>")
+    let e = parse_positions(
+        "<pos_layout><dimensions><dimension name=\"x\"/></dimensions>\
+         <positions><position x=\"1\"/><position x=\"a\"/></positions></pos_layout>",
+    )
     .unwrap_err();
     assert!(e.contains("position 2") && e.contains("x=\"a\""), "{e}");
-    let e = parse_positions("<pos_layout><dimensions><dimension name=\"x\"/>\
+    let e = parse_positions(
+        "<pos_layout><dimensions><dimension name=\"x\"/>\
          <dimension name=\"y\"/></dimensions><positions><position x=\"1\"/></positions>\
-         </pos_layout>")
+         </pos_layout>",
+    )
     .unwrap_err();
     assert!(e.contains("no 'y'"), "{e}");
     let e = parse_positions("<layout/>").unwrap_err();
     assert!(e.contains("<layout>"), "{e}");
-    assert!(parse_positions("<pos_layout>").unwrap_err().starts_with("XML"));
+    assert!(parse_positions("<pos_layout>")
+        .unwrap_err()
+        .starts_with("XML"));
 }

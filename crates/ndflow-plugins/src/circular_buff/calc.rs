@@ -168,7 +168,9 @@ fn lex(text: &str) -> Result<Vec<Token>, CalcError> {
                 while i < b.len() && b[i].is_ascii_hexdigit() {
                     i += 1;
                 }
-                u32::from_str_radix(&text[start + 2..i], 16).map(f64::from).ok()
+                u32::from_str_radix(&text[start + 2..i], 16)
+                    .map(f64::from)
+                    .ok()
             } else {
                 while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
                     i += 1;
@@ -259,7 +261,9 @@ impl Parser {
 
     fn expect(&mut self, op: &str) -> Result<(), CalcError> {
         match self.peek() {
-            Some(Token { tok: Tok::Op(o), .. }) if *o == op => {
+            Some(Token {
+                tok: Tok::Op(o), ..
+            }) if *o == op => {
                 self.pos += 1;
                 Ok(())
             }
@@ -572,7 +576,7 @@ mod tests {
         assert_eq!(run("!A", 0.0, 0.0), 1.0);
         assert_eq!(run("!A", 5.0, 0.0), 0.0);
         assert_eq!(run("!NAN", 0.0, 0.0), 0.0); // NaN is true
-        // && (level 2) above || (level 1): 1 || (0 && 0) = 1.
+                                                // && (level 2) above || (level 1): 1 || (0 && 0) = 1.
         assert_eq!(run("1||0&&0", 0.0, 0.0), 1.0);
         assert_eq!(run("A>5?10:20", 6.0, 0.0), 10.0);
         assert_eq!(run("A>5?10:20", 5.0, 0.0), 20.0);
