@@ -44,6 +44,9 @@ PORTS = [
     ("badpixel", "BadPix1:", PLUGIN + ["NDBadPixel"], ""),
     ("fft", "FFT1:", PLUGIN + ["NDFFT"], ""),
     ("overlay", "Over1:", PLUGIN + ["NDOverlay"], ""),
+    ("circularbuff", "CB1:", PLUGIN + ["NDCircularBuff"], ""),
+    ("attribute", "Attr1:", PLUGIN + ["NDAttribute"] + [f"NDAttributeN@{n}:" for n in range(1, 9)], ""),
+    ("pos", "Pos1:", PLUGIN + ["NDPosPlugin"], ""),
 ]
 
 # Records not served yet, by port type ("*" = every type), with why. Keep this short and honest.
@@ -61,11 +64,13 @@ KNOWN_GAPS = {
 
 
 def wanted(templates):
-    """The union of the templates' records; a later template overrides an earlier one."""
+    """The union of the templates' records; a later template overrides an earlier one.
+    `T@N:` is template T loaded at address N, its records under `N:` (NDAttributeN, ...)."""
     out = {}
     for t in templates:
+        t, _, addr = t.partition("@")
         for r in RECORDS[t]:
-            out[r["name"]] = r
+            out[addr + r["name"]] = dict(r, name=addr + r["name"])
     return out
 
 

@@ -8,22 +8,28 @@
 //!
 //! | file | areaDetector plugin |
 //! |---|---|
+//! | `attribute.rs` | NDPluginAttribute: 8 chosen attributes (or virtual ones) as value, sum, series |
+//! | `circular_buff.rs` | NDPluginCircularBuff: PreCount ring, calc or soft trigger, PostCount |
 //! | `color_convert.rs` | NDPluginColorConvert: Mono/Bayer/RGB1/2/3 conversions, false colour |
 //! | `bad_pixel.rs` | NDPluginBadPixel: Set / Replace / Median of the pixels listed in a JSON file |
 //! | `codec.rs` | NDPluginCodec: compress / decompress (JPEG, Zlib, Blosc, LZ4, LZ4HDF5, BSLZ4) |
 //! | `fft.rs` | NDPluginFFT: 1-D/2-D FFT, averaged |FFT| frame and waveforms |
 //! | `overlay.rs` | NDPluginOverlay: 8 crosses/rectangles/ellipses/text lines, Set or XOR |
+//! | `pos.rs` | NDPosPlugin: XML scan positions as attributes, missing/duplicate frame IDs |
 //! | `process.rs` | NDPluginProcess: background, flat field, offset/scale, clipping, recursive filter |
 //! | `roi.rs` | NDPluginROI: N-D region, binning, reverse, scale, type, collapse |
 //! | `stats.rs` | NDPluginStats: statistics, centroid/moments, profiles, histogram |
 //! | `std_arrays.rs` | NDPluginStdArrays: the latest frame as an array parameter |
 //! | `transform.rs` | NDPluginTransform: rotations and mirrors of a 2-D Mono/RGB image |
 
+pub mod attribute;
 pub mod bad_pixel;
+pub mod circular_buff;
 pub mod codec;
 pub mod color_convert;
 pub mod fft;
 pub mod overlay;
+pub mod pos;
 pub mod process;
 pub mod roi;
 pub mod stats;

@@ -32,6 +32,19 @@ impl<P: Plugin> PluginHarness<P> {
         Ok(())
     }
 
+    /// [`Self::put`], returning the frames the plugin released on the write
+    /// ([`Plugin::emit_after_put`]), as the port would forward them.
+    pub fn put_emitted(
+        &self,
+        name: &str,
+        value: impl Into<ParamValue>,
+    ) -> Result<Vec<Arc<NDArray>>, ParamError> {
+        self.put(name, value)?;
+        let mut out = Vec::new();
+        self.plugin.emit_after_put(&mut |f| out.push(f));
+        Ok(out)
+    }
+
     pub fn get(&self, name: &str) -> ParamValue {
         self.params
             .get_by_name(name)

@@ -114,6 +114,24 @@ pub const TYPES: &[(&str, &str, bool, &str)] = &[
         false,
         "8 crosses/rectangles/ellipses/text lines drawn on Mono or RGB images, Set or XOR",
     ),
+    (
+        "circularbuff",
+        "NDPluginCircularBuff",
+        false,
+        "PreCount ring sent around a calc-expression or soft trigger, then PostCount frames",
+    ),
+    (
+        "attribute",
+        "NDPluginAttribute",
+        false,
+        "8 chosen frame attributes (or uniqueId/time stamps) as value, sum and time series",
+    ),
+    (
+        "pos",
+        "NDPosPlugin",
+        false,
+        "Scan positions from an XML list as frame attributes; missing/duplicate frame IDs",
+    ),
 ];
 
 pub fn type_names() -> Vec<&'static str> {
@@ -145,6 +163,9 @@ fn new_plugin(type_name: &str) -> Option<Arc<dyn Plugin>> {
         "badpixel" => Arc::new(ndflow_plugins::bad_pixel::BadPixelPlugin::new()),
         "fft" => Arc::new(ndflow_plugins::fft::FftPlugin::new()),
         "overlay" => Arc::new(ndflow_plugins::overlay::OverlayPlugin::new()),
+        "circularbuff" => Arc::new(ndflow_plugins::circular_buff::CircularBuffPlugin::new()),
+        "attribute" => Arc::new(ndflow_plugins::attribute::AttributePlugin::new()),
+        "pos" => Arc::new(ndflow_plugins::pos::PosPlugin::new()),
         _ => return None,
     })
 }
