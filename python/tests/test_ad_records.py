@@ -44,6 +44,9 @@ PORTS = [
     ("badpixel", "BadPix1:", PLUGIN + ["NDBadPixel"], ""),
     ("fft", "FFT1:", PLUGIN + ["NDFFT"], ""),
     ("overlay", "Over1:", PLUGIN + ["NDOverlay"], ""),
+    # "Template@N:" = a per-address template loaded under `N:` (first and last of the default 8).
+    ("roistat", "ROIStat1:", PLUGIN + ["NDROIStat", "NDROIStatN@1:", "NDROIStatN@8:"], ""),
+    ("timeseries", "TS1:", PLUGIN + ["NDTimeSeries", "NDTimeSeriesN@1:", "NDTimeSeriesN@8:"], ""),
 ]
 
 # Records not served yet, by port type ("*" = every type), with why. Keep this short and honest.
@@ -52,11 +55,6 @@ KNOWN_GAPS = {
     # NDArrayBase's full menu (index = NDColorMode_t).
     ("sim", "ColorMode"): "sim ColorMode menu is NDArrayBase's",
     ("sim", "ColorMode_RBV"): "sim ColorMode menu is NDArrayBase's",
-    # The 23 statistics time-series waveforms come with the TimeSeries plugin (not built yet).
-    **{("stats", "TS" + n): "Stats time series: needs the TimeSeries plugin" for n in [
-        "MinValue", "MinX", "MinY", "MaxValue", "MaxX", "MaxY", "MeanValue", "Sigma", "Total",
-        "Net", "CentroidTotal", "CentroidX", "CentroidY", "SigmaX", "SigmaY", "SigmaXY", "SkewX",
-        "SkewY", "KurtosisX", "KurtosisY", "Eccentricity", "Orientation", "Timestamp"]},
 }
 
 
@@ -64,8 +62,9 @@ def wanted(templates):
     """The union of the templates' records; a later template overrides an earlier one."""
     out = {}
     for t in templates:
+        t, _, addr = t.partition("@")
         for r in RECORDS[t]:
-            out[r["name"]] = r
+            out[addr + r["name"]] = dict(r, name=addr + r["name"])
     return out
 
 
