@@ -33,7 +33,7 @@ use ndflow_core::{
 };
 use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
 
-pub use kernel::{scan, Rect, RoiPixel, RoiStats};
+pub use kernel::{scan, scan_portable, Rect, RoiPixel, RoiStats};
 
 use crate::timeseries::{first_addresses, with_ts_control, TsRecorder};
 

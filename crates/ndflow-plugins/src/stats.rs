@@ -135,6 +135,7 @@ pub const STATS_PARAMS: &[ParamDef] = with_ts_control![
 
 /// The statistics kept as time series, in areaDetector's order (waveform `TS<name>`);
 /// TSTimestamp follows.
+#[rustfmt::skip]
 pub const TS_STATS: [&str; 22] = [
     "MinValue", "MinX", "MinY", "MaxValue", "MaxX", "MaxY", "MeanValue", "Sigma", "Total", "Net",
     "CentroidTotal", "CentroidX", "CentroidY", "SigmaX", "SigmaY", "SigmaXY", "SkewX", "SkewY",

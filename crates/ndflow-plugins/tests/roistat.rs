@@ -36,7 +36,11 @@ fn reference(v: &[f64], sizes: &[usize], r: Req) -> Want {
         (x0 as usize, nx as usize)
     };
     let (x0, nx) = clamp(0, r[0], r[2]);
-    let (y0, ny) = if sizes.len() == 2 { clamp(1, r[1], r[3]) } else { (0, 1) };
+    let (y0, ny) = if sizes.len() == 2 {
+        clamp(1, r[1], r[3])
+    } else {
+        (0, 1)
+    };
     let w = sizes[0];
     let bgd = r[4].max(0) as usize;
     let (bx, by) = (bgd.min(nx), bgd.min(ny));
@@ -72,7 +76,11 @@ fn reference(v: &[f64], sizes: &[usize], r: Req) -> Want {
     }
     let n = (nx * ny) as f64;
     want.mean = want.total / n;
-    want.net = if bn > 0.0 { want.total - bsum / bn * n } else { want.total };
+    want.net = if bn > 0.0 {
+        want.total - bsum / bn * n
+    } else {
+        want.total
+    };
     want
 }
 
@@ -87,7 +95,9 @@ fn random<T: Pixel>(rng: &mut impl Rng, n: usize) -> Vec<T> {
     } else {
         (T::MIN_F64.max(-1e12), T::MAX_F64.min(1e12))
     };
-    (0..n).map(|_| T::from_f64(rng.random_range(lo..=hi))).collect()
+    (0..n)
+        .map(|_| T::from_f64(rng.random_range(lo..=hi)))
+        .collect()
 }
 
 fn put(h: &PluginHarness<RoiStatPlugin>, name: &str, v: impl Into<ParamValue>) {
@@ -98,19 +108,21 @@ fn put(h: &PluginHarness<RoiStatPlugin>, name: &str, v: impl Into<ParamValue>) {
 
 fn set_roi(h: &PluginHarness<RoiStatPlugin>, n: usize, r: Req) {
     put(h, &format!("{n}:Use"), "Yes");
-    for (k, name) in ["MinX", "MinY", "SizeX", "SizeY", "BgdWidth"].iter().enumerate() {
+    for (k, name) in ["MinX", "MinY", "SizeX", "SizeY", "BgdWidth"]
+        .iter()
+        .enumerate()
+    {
         put(h, &format!("{n}:{name}"), r[k]);
     }
 }
 
 fn array(h: &PluginHarness<RoiStatPlugin>, name: &str) -> Vec<f64> {
     match h.get(name) {
-        ParamValue::Array(a) if a.data_type == DataType::Float64 => {
-            a.bytes()
-                .chunks_exact(8)
-                .map(|b| f64::from_ne_bytes(b.try_into().expect("8 bytes")))
-                .collect()
-        }
+        ParamValue::Array(a) if a.data_type == DataType::Float64 => a
+            .bytes()
+            .chunks_exact(8)
+            .map(|b| f64::from_ne_bytes(b.try_into().expect("8 bytes")))
+            .collect(),
         other => panic!("{name} is not a Float64 array: {other:?}"),
     }
 }
@@ -125,7 +137,10 @@ fn check(h: &PluginHarness<RoiStatPlugin>, out: &NDArray, n: usize, want: &Want,
         assert_eq!((geo[1], geo[3]), (wg[1], wg[3]), "{what} MinY/SizeY");
     }
     let vals = [want.min, want.max, want.mean, want.total, want.net];
-    for (name, w) in ["MinValue", "MaxValue", "MeanValue", "Total", "Net"].iter().zip(vals) {
+    for (name, w) in ["MinValue", "MaxValue", "MeanValue", "Total", "Net"]
+        .iter()
+        .zip(vals)
+    {
         close(&format!("{what} ROI {n} {name}"), g(name), w);
         match out.attribute(&format!("ROI{n}{name}")).map(|a| &a.value) {
             Some(AttrValue::Float64(v)) => close(&format!("{what} attribute ROI{n}{name}"), *v, w),
@@ -158,11 +173,20 @@ fn random_rois_for<T: Pixel>(seed: u64) {
             let f = NDArray::from_pixels(&Pool::unlimited(), &sizes, &data).expect("frame");
             let out = h.process(f.clone()).expect("process");
             assert_eq!(out.len(), 1);
-            assert!(out[0].buffer.ptr_eq(&f.buffer), "pixels are passed on, not copied");
+            assert!(
+                out[0].buffer.ptr_eq(&f.buffer),
+                "pixels are passed on, not copied"
+            );
             let v: Vec<f64> = data.iter().map(|x| x.to_f64()).collect();
             for (k, r) in reqs.iter().enumerate() {
                 let want = reference(&v, &sizes, *r);
-                check(&h, &out[0], k + 1, &want, &format!("{:?} {sizes:?}", T::DATA_TYPE));
+                check(
+                    &h,
+                    &out[0],
+                    k + 1,
+                    &want,
+                    &format!("{:?} {sizes:?}", T::DATA_TYPE),
+                );
                 let max_y = if sizes.len() == 2 { sizes[1] } else { 0 };
                 assert_eq!(h.get_f64(&format!("{}:MaxSizeX", k + 1)), sizes[0] as f64);
                 assert_eq!(h.get_f64(&format!("{}:MaxSizeY", k + 1)), max_y as f64);
@@ -197,7 +221,13 @@ fn long_rows_use_every_lane() {
     let f = NDArray::from_pixels(&Pool::unlimited(), &[w, hgt], &data).expect("frame");
     let out = h.process(f).expect("process");
     let v: Vec<f64> = data.iter().map(|&x| x as f64).collect();
-    check(&h, &out[0], 1, &reference(&v, &[w, hgt], [0, 0, 1000, 1000, 2]), "long rows");
+    check(
+        &h,
+        &out[0],
+        1,
+        &reference(&v, &[w, hgt], [0, 0, 1000, 1000, 2]),
+        "long rows",
+    );
     assert_eq!(h.get_f64("1:MinValue"), 0.0);
     assert_eq!(h.get_f64("1:MaxValue"), 65535.0);
 }
@@ -268,7 +298,8 @@ fn time_series_start_stop_erase() {
     set_roi(&h, 3, [1, 0, 2, 1, 0]);
     put(&h, "TSNumPoints", 5);
     let frame = |k: u32| {
-        let mut f = NDArray::from_pixels(&Pool::unlimited(), &[3], &[k, 2 * k, 3 * k]).expect("frame");
+        let mut f =
+            NDArray::from_pixels(&Pool::unlimited(), &[3], &[k, 2 * k, 3 * k]).expect("frame");
         f.time_stamp = 100.0 + k as f64;
         f
     };
@@ -340,10 +371,27 @@ fn parameter_table() {
     let h = PluginHarness::new(RoiStatPlugin::new());
     let pvs = h.params.to_json();
     for pv in [
-        "ResetAll", "TSControl", "TSRead", "TSNumPoints", "TSCurrentPoint", "TSAcquiring",
-        "1:Use", "1:Use_RBV", "1:Name", "1:Reset", "1:BgdWidth_RBV", "1:MinX_RBV",
-        "1:SizeY_RBV", "1:MaxSizeX_RBV", "1:MaxSizeY_RBV", "1:MinValue_RBV", "1:Net_RBV",
-        "1:TSMinValue", "1:TSNet", "1:TSTimestamp", "8:TSTotal",
+        "ResetAll",
+        "TSControl",
+        "TSRead",
+        "TSNumPoints",
+        "TSCurrentPoint",
+        "TSAcquiring",
+        "1:Use",
+        "1:Use_RBV",
+        "1:Name",
+        "1:Reset",
+        "1:BgdWidth_RBV",
+        "1:MinX_RBV",
+        "1:SizeY_RBV",
+        "1:MaxSizeX_RBV",
+        "1:MaxSizeY_RBV",
+        "1:MinValue_RBV",
+        "1:Net_RBV",
+        "1:TSMinValue",
+        "1:TSNet",
+        "1:TSTimestamp",
+        "8:TSTotal",
     ] {
         assert!(pvs.contains_key(pv), "missing PV {pv}");
     }

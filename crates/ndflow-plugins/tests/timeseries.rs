@@ -33,7 +33,11 @@ fn frame<T: Pixel>(sizes: &[usize], data: &[T], stamp: f64) -> NDArray {
 }
 
 fn pixels<T: Pixel>(f: &Arc<NDArray>) -> Vec<f64> {
-    f.pixels::<T>().expect("pixels").iter().map(|v| v.to_f64()).collect()
+    f.pixels::<T>()
+        .expect("pixels")
+        .iter()
+        .map(|v| v.to_f64())
+        .collect()
 }
 
 #[test]
@@ -50,7 +54,11 @@ fn fixed_length_fills_stops_and_emits_the_series() {
         let want = (k + 1).min(4) as f64;
         assert_eq!(h.get_f64("TSCurrentPoint"), want, "after frame {k}");
     }
-    assert_eq!(h.get_f64("TSAcquire"), 0.0, "a full Fixed length series stops");
+    assert_eq!(
+        h.get_f64("TSAcquire"),
+        0.0,
+        "a full Fixed length series stops"
+    );
     assert_eq!(h.get_f64("TSAcquiring"), 0.0);
     assert_eq!(array(&h, "1:TimeSeries"), vec![0.0, 1.0, 2.0, 3.0]);
     assert_eq!(array(&h, "2:TimeSeries"), vec![0.0, 10.0, 20.0, 30.0]);
@@ -83,7 +91,9 @@ fn two_d_inputs_carry_many_time_points() {
     assert_eq!(array(&h, "1:TimeSeries"), vec![1.0, 2.0, 3.0, 4.0]);
     assert_eq!(array(&h, "2:TimeSeries"), vec![-1.0, -2.0, -3.0, -4.0]);
     // The frame asked for by Read goes out with the next input, in the input's type.
-    let out = h.process(frame(&[2, 1], &[5i32, -5], 6.0)).expect("process");
+    let out = h
+        .process(frame(&[2, 1], &[5i32, -5], 6.0))
+        .expect("process");
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].data_type, DataType::Int32);
     assert_eq!(out[0].sizes(), vec![10, 2]);
@@ -101,7 +111,10 @@ fn circular_buffer_keeps_the_latest_oldest_first() {
     assert_eq!(array(&h, "TSTimeAxis"), vec![-1.5, -1.0, -0.5, 0.0]);
     put(&h, "TSAcquire", 1);
     for k in 1..=10u8 {
-        assert!(h.process(frame(&[1], &[k], k as f64)).expect("process").is_empty());
+        assert!(h
+            .process(frame(&[1], &[k], k as f64))
+            .expect("process")
+            .is_empty());
     }
     assert_eq!(h.get_f64("TSAcquiring"), 1.0, "Circ. buffer never fills");
     assert_eq!(h.get_f64("TSCurrentPoint"), 2.0);
@@ -120,7 +133,10 @@ fn averaging_time_sets_num_average() {
     assert_eq!(h.get_f64("TSTimePerPoint"), 0.001);
     put(&h, "TSAveragingTime", 0.0041);
     assert_eq!(h.get_f64("TSNumAverage"), 4.0);
-    assert!((h.get_f64("TSAveragingTime") - 0.004).abs() < 1e-15, "readback is the actual time");
+    assert!(
+        (h.get_f64("TSAveragingTime") - 0.004).abs() < 1e-15,
+        "readback is the actual time"
+    );
     let axis = array(&h, "TSTimeAxis");
     for (i, t) in axis.iter().enumerate() {
         assert!((t - 0.004 * i as f64).abs() < 1e-15);
@@ -153,7 +169,8 @@ fn signals_are_capped_and_names_kept() {
     put(&h, "TSNumPoints", 2);
     put(&h, "TSAcquire", 1);
     for k in 0..2 {
-        h.process(frame(&[3], &[k as f32, 1.0, 2.0], 0.0)).expect("process");
+        h.process(frame(&[3], &[k as f32, 1.0, 2.0], 0.0))
+            .expect("process");
     }
     assert_eq!(array(&h, "1:TimeSeries"), vec![0.0, 1.0]);
     assert_eq!(array(&h, "2:TimeSeries"), vec![1.0, 1.0]);
@@ -171,7 +188,8 @@ fn stats_ts_waveforms_collect_n_points() {
     let mut want: Vec<Vec<f64>> = vec![Vec::new(); TS_STATS.len()];
     for k in 0..6 {
         let data: Vec<u16> = (0..12 * 9).map(|_| rng.random_range(0..4000)).collect();
-        h.process(frame(&[12, 9], &data, 50.0 + k as f64)).expect("process");
+        h.process(frame(&[12, 9], &data, 50.0 + k as f64))
+            .expect("process");
         if k < 4 {
             for (w, name) in want.iter_mut().zip(TS_STATS) {
                 // The Sigma readback is Sigma_RBV; the others are Name_RBV.
@@ -186,5 +204,8 @@ fn stats_ts_waveforms_collect_n_points() {
     }
     assert_eq!(array(&h, "TSTimestamp"), vec![50.0, 51.0, 52.0, 53.0]);
     assert!(want[0].iter().all(|v| *v < 100.0), "real minima");
-    assert!(want[11].iter().all(|v| *v > 3.0 && *v < 8.0), "real centroids");
+    assert!(
+        want[11].iter().all(|v| *v > 3.0 && *v < 8.0),
+        "real centroids"
+    );
 }
