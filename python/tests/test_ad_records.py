@@ -44,6 +44,9 @@ PORTS = [
     ("badpixel", "BadPix1:", PLUGIN + ["NDBadPixel"], ""),
     ("fft", "FFT1:", PLUGIN + ["NDFFT"], ""),
     ("overlay", "Over1:", PLUGIN + ["NDOverlay"], ""),
+    # "Template@N:" = a per-address template loaded under `N:` (first and last of the default 8).
+    ("roistat", "ROIStat1:", PLUGIN + ["NDROIStat", "NDROIStatN@1:", "NDROIStatN@8:"], ""),
+    ("timeseries", "TS1:", PLUGIN + ["NDTimeSeries", "NDTimeSeriesN@1:", "NDTimeSeriesN@8:"], ""),
     ("circularbuff", "CB1:", PLUGIN + ["NDCircularBuff"], ""),
     ("attribute", "Attr1:", PLUGIN + ["NDAttribute"] + [f"NDAttributeN@{n}:" for n in range(1, 9)], ""),
     ("pos", "Pos1:", PLUGIN + ["NDPosPlugin"], ""),
@@ -55,11 +58,6 @@ KNOWN_GAPS = {
     # NDArrayBase's full menu (index = NDColorMode_t).
     ("sim", "ColorMode"): "sim ColorMode menu is NDArrayBase's",
     ("sim", "ColorMode_RBV"): "sim ColorMode menu is NDArrayBase's",
-    # The 23 statistics time-series waveforms come with the TimeSeries plugin (not built yet).
-    **{("stats", "TS" + n): "Stats time series: needs the TimeSeries plugin" for n in [
-        "MinValue", "MinX", "MinY", "MaxValue", "MaxX", "MaxY", "MeanValue", "Sigma", "Total",
-        "Net", "CentroidTotal", "CentroidX", "CentroidY", "SigmaX", "SigmaY", "SigmaXY", "SkewX",
-        "SkewY", "KurtosisX", "KurtosisY", "Eccentricity", "Orientation", "Timestamp"]},
 }
 
 

@@ -18,8 +18,10 @@
 //! | `pos.rs` | NDPosPlugin: XML scan positions as attributes, missing/duplicate frame IDs |
 //! | `process.rs` | NDPluginProcess: background, flat field, offset/scale, clipping, recursive filter |
 //! | `roi.rs` | NDPluginROI: N-D region, binning, reverse, scale, type, collapse |
+//! | `roistat.rs` | NDPluginROIStat: min/max/mean/total/net of up to 32 ROIs in one pass, time series |
 //! | `stats.rs` | NDPluginStats: statistics, centroid/moments, profiles, histogram |
 //! | `std_arrays.rs` | NDPluginStdArrays: the latest frame as an array parameter |
+//! | `timeseries.rs` | NDPluginTimeSeries: per-signal time series, Fixed length / Circ. buffer, averaging |
 //! | `transform.rs` | NDPluginTransform: rotations and mirrors of a 2-D Mono/RGB image |
 
 pub mod attribute;
@@ -32,6 +34,8 @@ pub mod overlay;
 pub mod pos;
 pub mod process;
 pub mod roi;
+pub mod roistat;
 pub mod stats;
 pub mod std_arrays;
+pub mod timeseries;
 pub mod transform;

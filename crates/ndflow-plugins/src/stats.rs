@@ -28,8 +28,10 @@
 //!   min/max (in areaDetector a NaN first element sticks).
 //! - Histogram: a value whose bin is beyond the C `int` range counts as above (areaDetector's
 //!   conversion wraps it to below); NaN counts as below, as on x86.
-//! - The 23-value time-series array that areaDetector sends on address 1 (for
-//!   NDPluginTimeSeries) is not produced: the runtime has one output, the input frame.
+//! - The 23 `TS*` waveforms (TSMinValue … TSOrientation, TSTimestamp), which areaDetector
+//!   fills through an attached NDPluginTimeSeries port, are kept by the port itself (one
+//!   point per frame, 0 for results not computed) with ROIStat's TSControl records (see
+//!   `timeseries::TsRecorder`); TSAveragingTime is not offered (one point per frame).
 //! - Results are read-only (`Name_RBV`); areaDetector's template also has writable records
 //!   of the same names, used only by its `Reset` records.
 
@@ -48,10 +50,12 @@ use parking_lot::Mutex;
 use kernel::{Centroid, Columns, ProfileSums, ScanOut};
 use pixel::StatsPixel;
 
+use crate::timeseries::{with_ts_control, TsRecorder};
+
 /// NDStats.template's parameters. Results are read-only (`Name_RBV`), except `CursorVal`,
 /// whose record has no `_RBV`. The sigma readback is `Sigma_RBV`, as in the template.
 #[rustfmt::skip]
-pub const STATS_PARAMS: &[ParamDef] = &[
+pub const STATS_PARAMS: &[ParamDef] = with_ts_control![
     ParamDef::yes_no("ComputeStatistics", 1).doc("Compute min, max, mean, sigma, total, net"),
     ParamDef::int32("BgdWidth", 1).min(0.0).doc("Width of the border used as background for Net (0: Net = Total)"),
     ParamDef::float64("MinValue", 0.0).read_only_both().doc("Minimum value"),
@@ -104,6 +108,38 @@ pub const STATS_PARAMS: &[ParamDef] = &[
     ParamDef::array("HistogramX", DataType::Float64).read_only().doc("HistMin + i (HistMax - HistMin)/HistSize"),
     ParamDef::int32("MaxSizeX", 0).read_only_plain().doc("Largest X size for the cursor (not set by ndflow: the cursor is clamped to each frame)"),
     ParamDef::int32("MaxSizeY", 0).read_only_plain().doc("Largest Y size for the cursor (not set by ndflow: the cursor is clamped to each frame)"),
+    ParamDef::array("TSMinValue", DataType::Float64).doc("Time series of MinValue"),
+    ParamDef::array("TSMinX", DataType::Float64).doc("Time series of MinX"),
+    ParamDef::array("TSMinY", DataType::Float64).doc("Time series of MinY"),
+    ParamDef::array("TSMaxValue", DataType::Float64).doc("Time series of MaxValue"),
+    ParamDef::array("TSMaxX", DataType::Float64).doc("Time series of MaxX"),
+    ParamDef::array("TSMaxY", DataType::Float64).doc("Time series of MaxY"),
+    ParamDef::array("TSMeanValue", DataType::Float64).doc("Time series of MeanValue"),
+    ParamDef::array("TSSigma", DataType::Float64).doc("Time series of Sigma"),
+    ParamDef::array("TSTotal", DataType::Float64).doc("Time series of Total"),
+    ParamDef::array("TSNet", DataType::Float64).doc("Time series of Net"),
+    ParamDef::array("TSCentroidTotal", DataType::Float64).doc("Time series of CentroidTotal"),
+    ParamDef::array("TSCentroidX", DataType::Float64).doc("Time series of CentroidX"),
+    ParamDef::array("TSCentroidY", DataType::Float64).doc("Time series of CentroidY"),
+    ParamDef::array("TSSigmaX", DataType::Float64).doc("Time series of SigmaX"),
+    ParamDef::array("TSSigmaY", DataType::Float64).doc("Time series of SigmaY"),
+    ParamDef::array("TSSigmaXY", DataType::Float64).doc("Time series of SigmaXY"),
+    ParamDef::array("TSSkewX", DataType::Float64).doc("Time series of SkewX"),
+    ParamDef::array("TSSkewY", DataType::Float64).doc("Time series of SkewY"),
+    ParamDef::array("TSKurtosisX", DataType::Float64).doc("Time series of KurtosisX"),
+    ParamDef::array("TSKurtosisY", DataType::Float64).doc("Time series of KurtosisY"),
+    ParamDef::array("TSEccentricity", DataType::Float64).doc("Time series of Eccentricity"),
+    ParamDef::array("TSOrientation", DataType::Float64).doc("Time series of Orientation"),
+    ParamDef::array("TSTimestamp", DataType::Float64).doc("Time stamps of the time series"),
+];
+
+/// The statistics kept as time series, in areaDetector's order (waveform `TS<name>`);
+/// TSTimestamp follows.
+#[rustfmt::skip]
+pub const TS_STATS: [&str; 22] = [
+    "MinValue", "MinX", "MinY", "MaxValue", "MaxX", "MaxY", "MeanValue", "Sigma", "Total", "Net",
+    "CentroidTotal", "CentroidX", "CentroidY", "SigmaX", "SigmaY", "SigmaXY", "SkewX", "SkewY",
+    "KurtosisX", "KurtosisY", "Eccentricity", "Orientation",
 ];
 
 /// MaxThreads_RBV: the available cores, at most this many.
@@ -282,6 +318,8 @@ struct Scratch {
     cols: Vec<u64>,
     counts: Vec<u64>,
     writes: Vec<(usize, ParamValue)>,
+    /// This frame's time-series point, in [`TS_STATS`] order.
+    ts: [f64; 22],
 }
 
 /// NDPluginStats. Thread-safe: any number of frames may be processed at once.
@@ -291,6 +329,7 @@ pub struct StatsPlugin {
     /// (HistSize, HistMin, HistMax) of the HistogramX last published.
     hist_x: Mutex<Option<(usize, u64, u64)>>,
     max_threads: usize,
+    ts: TsRecorder,
 }
 
 impl Default for StatsPlugin {
@@ -305,6 +344,11 @@ impl StatsPlugin {
             indices: Resolved::default(),
             scratch: Mutex::new(Vec::new()),
             hist_x: Mutex::new(None),
+            ts: TsRecorder::new(
+                "NDPluginStats",
+                TS_STATS.iter().map(|n| format!("TS{n}")).collect(),
+                vec!["TSTimestamp".into()],
+            ),
             max_threads: std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
                 .min(MAX_THREADS),
@@ -348,6 +392,7 @@ impl StatsPlugin {
         } else {
             1
         };
+        scratch.ts = [0.0; 22];
         let writes = &mut scratch.writes;
         if n == 0 {
             return Ok(());
@@ -410,6 +455,9 @@ impl StatsPlugin {
                 (o.max_idx / xs) as f64,
                 sigma,
             ];
+            for (t, v) in scratch.ts.iter_mut().zip([0, 6, 7, 1, 8, 9, 2, 3, 4, 5]) {
+                *t = vals[v];
+            }
             writes.extend(
                 ix.basic
                     .iter()
@@ -439,6 +487,7 @@ impl StatsPlugin {
                 c.eccentricity,
                 c.orientation,
             ];
+            scratch.ts[10..].copy_from_slice(&vals);
             writes.extend(
                 ix.centroid
                     .iter()
@@ -521,18 +570,22 @@ impl Plugin for StatsPlugin {
         let res = with_pixel_type!(input.data_type, T => {
             self.compute::<T>(input, &s, ix, ctx.pool(), &mut scratch)
         });
+        let mut recorded = Ok(());
         if res.is_ok() {
             ctx.params.set_many(&scratch.writes);
+            recorded = self.ts.record(ctx.params, &scratch.ts, input.time_stamp);
         }
         // Drop the array values now: their buffers go back to the pool.
         scratch.writes.clear();
         self.scratch.lock().push(scratch);
         res?;
+        recorded?;
         ctx.emit(Arc::clone(input));
         Ok(())
     }
 
-    fn param_changed(&self, params: &ParamStore, idx: usize, _value: &ParamValue) {
+    fn param_changed(&self, params: &ParamStore, idx: usize, value: &ParamValue) {
+        self.ts.param_changed(params, idx, value);
         // HistogramX follows HistSize/HistMin/HistMax at once, as areaDetector's computeHistX.
         let Ok(ix) = self.indices(params) else { return };
         if ![ix.hist_size, ix.hist_min, ix.hist_max].contains(&idx) {

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use ndflow_core::{ParamDef, ParamValue};
 use ndflow_plugins::{
-    codec::CodecPlugin, process::ProcessPlugin, roi::RoiPlugin, stats::StatsPlugin,
-    std_arrays::StdArraysPlugin,
+    codec::CodecPlugin, process::ProcessPlugin, roi::RoiPlugin, roistat::RoiStatPlugin,
+    stats::StatsPlugin, std_arrays::StdArraysPlugin, timeseries::TimeSeriesPlugin,
 };
 use ndflow_runtime::params::{ARRAY_BASE_PARAMS, DRIVER_PARAMS, PLUGIN_BASE_PARAMS};
 use ndflow_runtime::{Driver, Graph, Plugin};
@@ -132,6 +132,18 @@ pub const TYPES: &[(&str, &str, bool, &str)] = &[
         false,
         "Scan positions from an XML list as frame attributes; missing/duplicate frame IDs",
     ),
+    (
+        "roistat",
+        "NDPluginROIStat",
+        false,
+        "Min/max/mean/total/net of up to 32 ROIs (MaxROIs, default 8) in one pass, time series",
+    ),
+    (
+        "timeseries",
+        "NDPluginTimeSeries",
+        false,
+        "Time series of up to 32 signals (MaxSignals, default 8): fixed/circular, averaging",
+    ),
 ];
 
 pub fn type_names() -> Vec<&'static str> {
@@ -146,6 +158,8 @@ pub fn is_driver(type_name: &str) -> bool {
 pub fn is_constructor_key(type_name: &str, key: &str) -> bool {
     (type_name == "sim" && matches!(key, "MaxSizeX" | "MaxSizeY"))
         || (type_name == "pva" && key == "PvName")
+        || (type_name == "roistat" && key == "MaxROIs")
+        || (type_name == "timeseries" && key == "MaxSignals")
 }
 
 fn new_plugin(type_name: &str) -> Option<Arc<dyn Plugin>> {
@@ -166,6 +180,8 @@ fn new_plugin(type_name: &str) -> Option<Arc<dyn Plugin>> {
         "circularbuff" => Arc::new(ndflow_plugins::circular_buff::CircularBuffPlugin::new()),
         "attribute" => Arc::new(ndflow_plugins::attribute::AttributePlugin::new()),
         "pos" => Arc::new(ndflow_plugins::pos::PosPlugin::new()),
+        "roistat" => Arc::new(RoiStatPlugin::new()),
+        "timeseries" => Arc::new(TimeSeriesPlugin::new()),
         _ => return None,
     })
 }
@@ -218,8 +234,25 @@ pub fn create(graph: &Graph, p: &PortConfig, prefix: &str, pvs: &ImagePvs) -> Re
             .map_err(|e| e.to_string())?;
         return Ok(());
     }
-    let plugin =
-        new_plugin(&p.type_name).ok_or_else(|| format!("unknown port type '{}'", p.type_name))?;
+    // Address counts fixed at construction (areaDetector's maxROIs / maxSignals).
+    let count = |k: &str| -> Result<Option<usize>, String> {
+        match p.settings.iter().find(|s| s.key == k).map(|s| &s.value) {
+            None => Ok(None),
+            Some(ParamValue::Int(v)) if (1..=32).contains(v) => Ok(Some(*v as usize)),
+            Some(v) => Err(format!("{k} must be an integer 1..32, not {v}")),
+        }
+    };
+    let plugin: Arc<dyn Plugin> = match p.type_name.as_str() {
+        "roistat" => match count("MaxROIs")? {
+            Some(n) => Arc::new(RoiStatPlugin::with_rois(n)),
+            None => Arc::new(RoiStatPlugin::new()),
+        },
+        "timeseries" => match count("MaxSignals")? {
+            Some(n) => Arc::new(TimeSeriesPlugin::with_signals(n)),
+            None => Arc::new(TimeSeriesPlugin::new()),
+        },
+        t => new_plugin(t).ok_or_else(|| format!("unknown port type '{t}'"))?,
+    };
     graph
         .add_plugin(&p.name, plugin)
         .map_err(|e| e.to_string())?;
