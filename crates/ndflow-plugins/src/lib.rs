@@ -11,10 +11,12 @@
 //! | `color_convert.rs` | NDPluginColorConvert: Mono/Bayer/RGB1/2/3 conversions, false colour |
 //! | `bad_pixel.rs` | NDPluginBadPixel: Set / Replace / Median of the pixels listed in a JSON file |
 //! | `codec.rs` | NDPluginCodec: compress / decompress (JPEG, Zlib, Blosc, LZ4, LZ4HDF5, BSLZ4) |
+//! | `gather.rs` | NDPluginGather: up to 8 upstream ports merged into one stream (sortable) |
 //! | `fft.rs` | NDPluginFFT: 1-D/2-D FFT, averaged |FFT| frame and waveforms |
 //! | `overlay.rs` | NDPluginOverlay: 8 crosses/rectangles/ellipses/text lines, Set or XOR |
 //! | `process.rs` | NDPluginProcess: background, flat field, offset/scale, clipping, recursive filter |
 //! | `roi.rs` | NDPluginROI: N-D region, binning, reverse, scale, type, collapse |
+//! | `scatter.rs` | NDPluginScatter: each frame to one downstream port, round-robin |
 //! | `stats.rs` | NDPluginStats: statistics, centroid/moments, profiles, histogram |
 //! | `std_arrays.rs` | NDPluginStdArrays: the latest frame as an array parameter |
 //! | `transform.rs` | NDPluginTransform: rotations and mirrors of a 2-D Mono/RGB image |
@@ -23,9 +25,11 @@ pub mod bad_pixel;
 pub mod codec;
 pub mod color_convert;
 pub mod fft;
+pub mod gather;
 pub mod overlay;
 pub mod process;
 pub mod roi;
+pub mod scatter;
 pub mod stats;
 pub mod std_arrays;
 pub mod transform;

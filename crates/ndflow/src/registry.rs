@@ -114,6 +114,18 @@ pub const TYPES: &[(&str, &str, bool, &str)] = &[
         false,
         "8 crosses/rectangles/ellipses/text lines drawn on Mono or RGB images, Set or XOR",
     ),
+    (
+        "scatter",
+        "NDPluginScatter",
+        false,
+        "Each frame to ONE downstream port, round-robin, skipping full queues (scale-out)",
+    ),
+    (
+        "gather",
+        "NDPluginGather",
+        false,
+        "Up to 8 upstream ports (NDArrayPort_1..8) merged into one stream; SortMode orders it",
+    ),
 ];
 
 pub fn type_names() -> Vec<&'static str> {
@@ -145,6 +157,8 @@ fn new_plugin(type_name: &str) -> Option<Arc<dyn Plugin>> {
         "badpixel" => Arc::new(ndflow_plugins::bad_pixel::BadPixelPlugin::new()),
         "fft" => Arc::new(ndflow_plugins::fft::FftPlugin::new()),
         "overlay" => Arc::new(ndflow_plugins::overlay::OverlayPlugin::new()),
+        "scatter" => Arc::new(ndflow_plugins::scatter::ScatterPlugin::new()),
+        "gather" => Arc::new(ndflow_plugins::gather::GatherPlugin::new()),
         _ => return None,
     })
 }
