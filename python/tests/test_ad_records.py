@@ -44,6 +44,10 @@ PORTS = [
     ("badpixel", "BadPix1:", PLUGIN + ["NDBadPixel"], ""),
     ("fft", "FFT1:", PLUGIN + ["NDFFT"], ""),
     ("overlay", "Over1:", PLUGIN + ["NDOverlay"], ""),
+    ("scatter", "Scatter1:", PLUGIN + ["NDScatter"], ""),
+    # NDGather.template is NDPluginBase only; its NDGatherN records are checked in
+    # test_scatter_gather.py (that template is not in ad_records.json).
+    ("gather", "Gather1:", PLUGIN, ""),
 ]
 
 # Records not served yet, by port type ("*" = every type), with why. Keep this short and honest.
