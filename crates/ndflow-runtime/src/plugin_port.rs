@@ -481,7 +481,7 @@ impl PluginPort {
             self.log_once(
                 "undelivered",
                 &format!(
-                    "{}: frame {} dropped: every downstream queue is full",
+                    "{}: frame {} dropped: no downstream port could take it (queues full or disabled)",
                     self.name, frame.unique_id
                 ),
             );
