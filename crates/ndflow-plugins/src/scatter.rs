@@ -7,6 +7,9 @@
 //! none can take it is the frame dropped, counted on this port as DroppedQueueFull. So
 //! ArraysOffered = ArraysProcessed (frames delivered downstream) + dropped + queued + in flight.
 //!
+//! Blocking subscribers run in the scatter's worker threads; a busy one is skipped while an
+//! idle one is free, so NumThreads up to the number of blocking subscribers runs them in
+//! parallel (more threads than that would run one subscriber on two threads at once).
 //! Disabled subscribers are skipped (areaDetector's disabled plugins are not clients). The
 //! output is never re-sorted here (SortMode has no effect): sort after a Gather.
 
