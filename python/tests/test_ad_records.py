@@ -50,6 +50,10 @@ PORTS = [
     ("circularbuff", "CB1:", PLUGIN + ["NDCircularBuff"], ""),
     ("attribute", "Attr1:", PLUGIN + ["NDAttribute"] + [f"NDAttributeN@{n}:" for n in range(1, 9)], ""),
     ("pos", "Pos1:", PLUGIN + ["NDPosPlugin"], ""),
+    ("scatter", "Scatter1:", PLUGIN + ["NDScatter"], ""),
+    # NDGather.template is NDPluginBase only; its NDGatherN records are checked in
+    # test_scatter_gather.py (that template is not in ad_records.json).
+    ("gather", "Gather1:", PLUGIN, ""),
 ]
 
 # Records not served yet, by port type ("*" = every type), with why. Keep this short and honest.

@@ -15,7 +15,7 @@ use crate::driver::{Driver, DriverError};
 use crate::driver_port::DriverPort;
 use crate::params::{ARRAY_BASE_PARAMS, DRIVER_PARAMS, PLUGIN_BASE_PARAMS};
 use crate::plugin::Plugin;
-use crate::plugin_port::{Fanout, PluginPort};
+use crate::plugin_port::{distinct, Fanout, PluginPort};
 use crate::scheduler::Scheduler;
 
 #[derive(Debug, Error)]
@@ -250,8 +250,8 @@ impl Graph {
         };
         let params = handle.params().clone();
         let idx = params.require(param).map_err(perr)?;
-        if param == "NDArrayPort" {
-            if let PortHandle::Plugin(p) = &handle {
+        if let PortHandle::Plugin(p) = &handle {
+            if let Some(slot) = p.source_slot(param) {
                 let def = params
                     .def(idx)
                     .ok_or_else(|| GraphError::UnknownPort(port.into()));
@@ -260,9 +260,13 @@ impl Graph {
                     ParamValue::Str(s) => s.clone(),
                     other => other.to_string(),
                 };
-                self.check_source(p, &source).map_err(perr)?;
+                self.check_source(p, param, &source).map_err(perr)?;
                 let stored = params.put(param, v).map_err(perr)?;
-                self.rewire(p, &source);
+                // NDArrayPort and NDArrayPort_1 of a Gather are one input: show it in both.
+                for alias in p.slot_params(slot).into_iter().filter(|a| *a != param) {
+                    let _ = params.set_by_name(alias, stored.clone());
+                }
+                self.rewire(p, slot, &source);
                 return Ok(stored);
             }
         }
@@ -282,9 +286,14 @@ impl Graph {
         *self.inner.pv_reader.write() = Some(reader);
     }
 
-    fn check_source(&self, port: &Arc<PluginPort>, source: &str) -> Result<(), ParamError> {
+    fn check_source(
+        &self,
+        port: &Arc<PluginPort>,
+        param: &str,
+        source: &str,
+    ) -> Result<(), ParamError> {
         let refuse = |reason: String| ParamError::Refused {
-            name: "NDArrayPort".into(),
+            name: param.into(),
             value: format!("\"{source}\""),
             reason,
         };
@@ -294,27 +303,41 @@ impl Graph {
         if self.port(source).is_none() {
             return Err(refuse(format!("no port named '{source}'")));
         }
-        // Walk upstream from the new source: reaching this port would make a loop.
-        let mut cur = source.to_string();
-        for _ in 0..1000 {
+        // Walk every path upstream from the new source: reaching this port would make a loop.
+        let mut todo = vec![source.to_string()];
+        let mut seen = std::collections::HashSet::new();
+        while let Some(cur) = todo.pop() {
             if cur == port.name {
                 return Err(refuse("the wiring would form a loop".into()));
             }
-            match self.plugin(&cur) {
-                Some(p) => cur = p.source(),
-                None => break,
+            if seen.insert(cur.clone()) {
+                if let Some(p) = self.plugin(&cur) {
+                    todo.extend(p.sources());
+                }
             }
         }
         Ok(())
     }
 
-    fn rewire(&self, port: &Arc<PluginPort>, source: &str) {
-        let old = std::mem::replace(&mut *port.source.lock(), source.to_string());
-        if let Some(h) = self.port(&old) {
-            h.fanout().remove(port);
+    /// Points input `slot` at `source` and (un)subscribes by the change in the set of
+    /// sources: a port listed by two inputs is subscribed once, and stays subscribed until
+    /// neither names it. The lock serialises rewires of one port.
+    fn rewire(&self, port: &Arc<PluginPort>, slot: usize, source: &str) {
+        let mut sources = port.sources.lock();
+        let before = distinct(&sources);
+        if let Some(s) = sources.get_mut(slot) {
+            *s = source.to_string();
         }
-        if let Some(h) = self.port(source) {
-            h.fanout().add(port.clone());
+        let after = distinct(&sources);
+        for old in before.iter().filter(|n| !after.contains(n)) {
+            if let Some(h) = self.port(old) {
+                h.fanout().remove(port);
+            }
+        }
+        for new in after.iter().filter(|n| !before.contains(n)) {
+            if let Some(h) = self.port(new) {
+                h.fanout().add(port.clone());
+            }
         }
     }
 

@@ -19,6 +19,17 @@ pub enum PluginError {
     Other(String),
 }
 
+/// Where a port sends its outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routing {
+    /// Every output to every subscriber (fan-out; the default).
+    Broadcast,
+    /// Each output to exactly one subscriber, round-robin, skipping those whose queue is full
+    /// (NDPluginScatter). An output no subscriber can take is counted as this port's input
+    /// dropped with reason "queue full".
+    RoundRobin,
+}
+
 /// A processing plugin. `process` may run on several worker threads at once when
 /// `max_threads() > 1`, so state that changes per frame needs its own lock.
 ///
@@ -37,6 +48,19 @@ pub trait Plugin: Send + Sync + 'static {
     /// Whether compressed frames are accepted (others are dropped with reason "unsupported").
     fn accepts_compressed(&self) -> bool {
         false
+    }
+    /// Where outputs go: [`Routing::Broadcast`] unless the plugin distributes them (Scatter).
+    fn routing(&self) -> Routing {
+        Routing::Broadcast
+    }
+    /// Source parameters of a port with several inputs (NDPluginGather's `NDArrayPort_1` ..
+    /// `NDArrayPort_8`), one per input; the port subscribes to every port they name. The
+    /// first is the same input as `NDArrayPort` (areaDetector's address 0), and a write to
+    /// either shows in both. A port with inputs here merges streams, so its SortMode waits
+    /// for the next uniqueId in line (areaDetector's rule) rather than for its own workers.
+    /// Empty (the default): one input, `NDArrayPort`.
+    fn inputs(&self) -> &'static [&'static str] {
+        &[]
     }
     /// Processes one frame; outputs go through `ctx.emit`.
     fn process(

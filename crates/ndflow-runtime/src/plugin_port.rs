@@ -5,7 +5,7 @@
 //! so an [`Accounting`] snapshot always balances exactly.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::accounting::{Accounting, DropReason};
 use crate::attr_file::PortAttributes;
 use crate::meta::{FrameMeta, MetaIdx};
-use crate::plugin::{pool_of, Plugin, PluginError, ProcessContext};
+use crate::plugin::{pool_of, Plugin, PluginError, ProcessContext, Routing};
 use crate::scheduler::Scheduler;
 
 const NO_ID: i64 = i64::MIN;
@@ -24,6 +24,19 @@ const NO_ID: i64 = i64::MIN;
 #[derive(Default)]
 pub struct Fanout {
     subs: RwLock<Vec<Arc<PluginPort>>>,
+    /// Round-robin position: the subscriber after the one that took the last frame.
+    next: AtomicUsize,
+}
+
+/// How a frame is offered to a port. Fan-out always offers (a full queue drops and counts
+/// there); a scatter only hands a frame to a port that can take it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Offer {
+    Always,
+    /// Enabled, and room in its queue (a blocking port: not busy with another frame).
+    IfFree,
+    /// Enabled and blocking (runs the frame in the caller's thread, waiting for it).
+    IfBlocking,
 }
 
 impl Fanout {
@@ -33,6 +46,28 @@ impl Fanout {
                 s.offer(frame);
             }
         });
+    }
+    /// Hands the frame to exactly one subscriber: the next one round-robin that has room,
+    /// else the next blocking one (which back-pressures the caller). False when none can
+    /// take it; true also when there is no subscriber (nothing to deliver to).
+    pub(crate) fn offer_one(&self, frame: &Arc<NDArray>) -> bool {
+        let subs = self.subs.read();
+        let n = subs.len();
+        if n == 0 {
+            return true;
+        }
+        let start = self.next.load(Ordering::Relaxed);
+        for how in [Offer::IfFree, Offer::IfBlocking] {
+            for k in 0..n {
+                let i = (start + k) % n;
+                if subs[i].offer_as(frame, how) {
+                    // Concurrent scatter threads may race here: that only skews the turn.
+                    self.next.store(i + 1, Ordering::Relaxed);
+                    return true;
+                }
+            }
+        }
+        false
     }
     pub(crate) fn add(&self, port: Arc<PluginPort>) {
         let mut subs = self.subs.write();
@@ -113,6 +148,9 @@ pub struct PluginPort {
     fallback_pool: Pool,
     state: Mutex<InputState>,
     pub(crate) fanout: Fanout,
+    routing: Routing,
+    /// Several inputs (Gather): sorting waits for the next uniqueId in line.
+    merge: bool,
     sorted: AtomicBool,
     array_callbacks: AtomicBool,
     max_byte_rate: AtomicU64,
@@ -129,7 +167,8 @@ pub struct PluginPort {
     disordered: AtomicU64,
     dropped_output: AtomicU64,
     logged: Mutex<HashSet<String>>,
-    pub(crate) source: Mutex<String>,
+    /// Source port of each input ("" = none); index 0 is `NDArrayPort`.
+    pub(crate) sources: Mutex<Vec<String>>,
     rate: Mutex<(Instant, i64)>,
     idx: BaseIdx,
     /// NDAttributesFile: attached to each input frame before it is processed.
@@ -170,6 +209,8 @@ impl PluginPort {
         let _ = params.set_by_name("PortName", name);
         let _ = params.set_by_name("PluginType", plugin.plugin_type());
         let _ = params.set_by_name("MaxThreads", plugin.max_threads().max(1) as i64);
+        let routing = plugin.routing();
+        let n_inputs = plugin.inputs().len().max(1);
         let port = Arc::new(PluginPort {
             name: name.to_string(),
             plugin,
@@ -196,6 +237,8 @@ impl PluginPort {
                 last_input: None,
             }),
             fanout: Fanout::default(),
+            routing,
+            merge: n_inputs > 1,
             sorted: AtomicBool::new(false),
             array_callbacks: AtomicBool::new(true),
             max_byte_rate: AtomicU64::new(0),
@@ -222,7 +265,7 @@ impl PluginPort {
             disordered: AtomicU64::new(0),
             dropped_output: AtomicU64::new(0),
             logged: Mutex::new(HashSet::new()),
-            source: Mutex::new(String::new()),
+            sources: Mutex::new(vec![String::new(); n_inputs]),
             rate: Mutex::new((Instant::now(), 0)),
             idx,
             attrs: PortAttributes::default(),
@@ -316,12 +359,27 @@ impl PluginPort {
 
     /// Offers a frame to this port's input. Never blocks unless BlockingCallbacks = Yes.
     pub fn offer(self: &Arc<Self>, frame: &Arc<NDArray>) {
+        self.offer_as(frame, Offer::Always);
+    }
+
+    /// [`PluginPort::offer`] if `how` allows it now; false (nothing counted) if not. Once
+    /// taken, the frame is this port's to count (processed or dropped with a reason).
+    pub(crate) fn offer_as(self: &Arc<Self>, frame: &Arc<NDArray>, how: Offer) -> bool {
         let mut st = self.state.lock();
-        st.offered += 1;
         let cfg = st.cfg;
+        let take = match how {
+            Offer::Always => true,
+            Offer::IfFree if cfg.blocking => cfg.enabled && st.in_flight == 0,
+            Offer::IfFree => cfg.enabled && st.queue.len() < cfg.queue_size,
+            Offer::IfBlocking => cfg.enabled && cfg.blocking,
+        };
+        if !take {
+            return false;
+        }
+        st.offered += 1;
         if !cfg.enabled {
             st.dropped[DropReason::Disabled as usize] += 1;
-            return;
+            return true;
         }
         if frame.is_compressed() && !self.plugin.accepts_compressed() {
             st.dropped[DropReason::Unsupported as usize] += 1;
@@ -335,7 +393,7 @@ impl PluginPort {
                     self.plugin.plugin_type()
                 ),
             );
-            return;
+            return true;
         }
         if !cfg.min_time.is_zero() {
             let now = Instant::now();
@@ -344,7 +402,7 @@ impl PluginPort {
                 .is_some_and(|t| now.duration_since(t) < cfg.min_time)
             {
                 st.dropped[DropReason::MinTime as usize] += 1;
-                return;
+                return true;
             }
             st.last_accept = Some(now);
         }
@@ -356,11 +414,11 @@ impl PluginPort {
             let seq = st.accepted;
             drop(st);
             self.process_frame(frame.clone(), seq);
-            return;
+            return true;
         }
         if st.queue.len() >= cfg.queue_size {
             st.dropped[DropReason::QueueFull as usize] += 1;
-            return;
+            return true;
         }
         st.accepted += 1;
         let seq = st.accepted;
@@ -370,6 +428,7 @@ impl PluginPort {
             drop(st);
             self.sched.submit(self.clone());
         }
+        true
     }
 
     /// One worker's turn: process one queued frame, then hand the port back to the pool.
@@ -419,8 +478,19 @@ impl PluginPort {
                 &format!("{}: frame {} dropped: {msg}", self.name, frame.unique_id),
             );
         }
+        // A scatter output no downstream port could take: the input is dropped, not processed.
+        let mut undelivered = false;
         for out in outputs {
-            self.emit(out);
+            undelivered |= !self.emit(out);
+        }
+        if undelivered {
+            self.log_once(
+                "undelivered",
+                &format!(
+                    "{}: frame {} dropped: no downstream port could take it (queues full or disabled)",
+                    self.name, frame.unique_id
+                ),
+            );
         }
         {
             let mut st = self.state.lock();
@@ -432,6 +502,7 @@ impl PluginPort {
                 }
             }
             match &result {
+                Ok(()) if undelivered => st.dropped[DropReason::QueueFull as usize] += 1,
                 Ok(()) => st.processed += 1,
                 // The plugin cannot take this input (e.g. colour into a Mono-only kernel).
                 Err(PluginError::Unsupported(_)) => {
@@ -440,7 +511,7 @@ impl PluginPort {
                 Err(_) => st.dropped[DropReason::Error as usize] += 1,
             }
         }
-        if result.is_ok() {
+        if result.is_ok() && !undelivered {
             self.array_counter.fetch_add(1, Ordering::AcqRel);
         }
         if self.sorted.load(Ordering::Acquire) || !self.sorter.lock().pending.is_empty() {
@@ -448,7 +519,9 @@ impl PluginPort {
         }
     }
 
-    fn emit(&self, out: Arc<NDArray>) {
+    /// Throttles, sorts and forwards one output. False only when a round-robin output found
+    /// no downstream port to take it (the caller counts the input as dropped).
+    fn emit(&self, out: Arc<NDArray>) -> bool {
         let frames = f64::from_bits(self.max_array_rate.load(Ordering::Acquire));
         if frames > 0.0 {
             let mut t = self.frame_throttle.lock();
@@ -458,7 +531,7 @@ impl PluginPort {
             t.last = now;
             if t.tokens < 1.0 {
                 self.dropped_output.fetch_add(1, Ordering::Relaxed);
-                return;
+                return true;
             }
             t.tokens -= 1.0;
         }
@@ -472,11 +545,13 @@ impl PluginPort {
             t.last = now;
             if t.tokens < bytes {
                 self.dropped_output.fetch_add(1, Ordering::Relaxed);
-                return;
+                return true;
             }
             t.tokens -= bytes;
         }
-        if self.sorted.load(Ordering::Acquire) {
+        // A scatter's outputs go to different ports: sorting them here would mean nothing
+        // (sort after the Gather), and delivery must be known now to count the input.
+        if self.sorted.load(Ordering::Acquire) && self.routing == Routing::Broadcast {
             {
                 let mut s = self.sorter.lock();
                 let seq = s.seq;
@@ -485,25 +560,37 @@ impl PluginPort {
                     .insert((out.unique_id, seq), (out, Instant::now()));
             }
             self.flush_sorted(false);
+            true
         } else {
-            self.forward(&out);
+            self.forward(&out)
         }
     }
 
-    fn forward(&self, out: &Arc<NDArray>) {
+    /// Passes one output to the subscribers; false when a round-robin one found no taker.
+    fn forward(&self, out: &Arc<NDArray>) -> bool {
         let id = out.unique_id as i64;
         let prev = self.last_emitted.swap(id, Ordering::AcqRel);
         if prev != NO_ID && id != prev && id != prev + 1 {
             self.disordered.fetch_add(1, Ordering::Relaxed);
         }
-        if self.array_callbacks.load(Ordering::Acquire) {
-            self.fanout.offer_all(out);
+        if !self.array_callbacks.load(Ordering::Acquire) {
+            return true;
+        }
+        match self.routing {
+            Routing::Broadcast => {
+                self.fanout.offer_all(out);
+                true
+            }
+            Routing::RoundRobin => self.fanout.offer_one(out),
         }
     }
 
     /// Emits sorted outputs whose turn has come: no earlier uniqueId is still being
     /// processed, or the sort buffer is over SortSize, or (`timeouts`) the head waited longer
     /// than SortTime. Holding the sorter lock while forwarding keeps the output order.
+    /// A merging port (several inputs) cannot see the frames still upstream, so it uses
+    /// areaDetector's rule instead of the in-flight one: the head goes when it is the next
+    /// uniqueId after the last emitted (or older), else on SortSize/SortTime.
     pub(crate) fn flush_sorted(&self, timeouts: bool) {
         let mut s = self.sorter.lock();
         let sorted = self.sorted.load(Ordering::Acquire);
@@ -514,8 +601,13 @@ impl PluginPort {
                 .in_flight_ids
                 .first_key_value()
                 .map(|(k, _)| *k);
+            let in_line = || {
+                let last = self.last_emitted.load(Ordering::Acquire);
+                last != NO_ID && i64::from(id) <= last + 1
+            };
             let ready = !sorted
-                || min_busy.is_none_or(|m| id <= m)
+                || (self.merge && in_line())
+                || (!self.merge && min_busy.is_none_or(|m| id <= m))
                 || s.pending.len() > s.sort_size
                 || (timeouts && since.elapsed() >= s.sort_time);
             if !ready {
@@ -570,9 +662,43 @@ impl PluginPort {
         self.array_counter.load(Ordering::Acquire)
     }
 
-    /// Name of the upstream port.
+    /// Name of the upstream port (`NDArrayPort`; the first input of a Gather).
     pub fn source(&self) -> String {
-        self.source.lock().clone()
+        self.sources.lock().first().cloned().unwrap_or_default()
+    }
+
+    /// Names of the ports subscribed to this one's output.
+    pub fn subscriber_names(&self) -> Vec<String> {
+        self.fanout.subscriber_names()
+    }
+
+    /// Names of every upstream port (distinct, none empty).
+    pub fn sources(&self) -> Vec<String> {
+        distinct(&self.sources.lock())
+    }
+
+    /// The input a source parameter sets: 0 for `NDArrayPort`, i for the plugin's
+    /// `inputs()[i]` (whose first is input 0 too).
+    pub(crate) fn source_slot(&self, param: &str) -> Option<usize> {
+        if param == "NDArrayPort" {
+            return Some(0);
+        }
+        self.plugin.inputs().iter().position(|n| *n == param)
+    }
+
+    /// The parameters that name input `slot` (`NDArrayPort` and `NDArrayPort_1` for 0).
+    pub(crate) fn slot_params(&self, slot: usize) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = self
+            .plugin
+            .inputs()
+            .get(slot)
+            .copied()
+            .into_iter()
+            .collect();
+        if slot == 0 {
+            names.push("NDArrayPort");
+        }
+        names
     }
 
     /// Writes the counters to the parameters (called at a bounded rate, and at the end).
@@ -627,4 +753,15 @@ impl PluginPort {
         self.meta.lock().write_to(&x.meta, &mut w);
         self.params.set_many(&w);
     }
+}
+
+/// The distinct non-empty names of `names`, in order.
+pub(crate) fn distinct(names: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(names.len());
+    for n in names {
+        if !n.is_empty() && !out.contains(n) {
+            out.push(n.clone());
+        }
+    }
+    out
 }

@@ -222,7 +222,8 @@ impl Config {
             registry::create(graph, p, &self.prefix, pvs).map_err(|m| at(p, None, m))?;
         }
         let phase = |s: &Setting| match s.key.as_str() {
-            "NDArrayPort" => 0,
+            // Gather's inputs too (NDArrayPort_1..8): wiring comes before everything else.
+            k if k == "NDArrayPort" || k.starts_with("NDArrayPort_") => 0,
             "Acquire" => 2,
             _ => 1,
         };

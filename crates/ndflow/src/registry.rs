@@ -144,6 +144,18 @@ pub const TYPES: &[(&str, &str, bool, &str)] = &[
         false,
         "Time series of up to 32 signals (MaxSignals, default 8): fixed/circular, averaging",
     ),
+    (
+        "scatter",
+        "NDPluginScatter",
+        false,
+        "Each frame to ONE downstream port, round-robin, skipping full queues (scale-out)",
+    ),
+    (
+        "gather",
+        "NDPluginGather",
+        false,
+        "Up to 8 upstream ports (NDArrayPort_1..8) merged into one stream; SortMode orders it",
+    ),
 ];
 
 pub fn type_names() -> Vec<&'static str> {
@@ -182,6 +194,8 @@ fn new_plugin(type_name: &str) -> Option<Arc<dyn Plugin>> {
         "pos" => Arc::new(ndflow_plugins::pos::PosPlugin::new()),
         "roistat" => Arc::new(RoiStatPlugin::new()),
         "timeseries" => Arc::new(TimeSeriesPlugin::new()),
+        "scatter" => Arc::new(ndflow_plugins::scatter::ScatterPlugin::new()),
+        "gather" => Arc::new(ndflow_plugins::gather::GatherPlugin::new()),
         _ => return None,
     })
 }

@@ -129,6 +129,10 @@ fn bundled_examples_parse_and_build() {
             "pva_ioc.toml",
             include_str!("../../../examples/pva_ioc.toml"),
         ),
+        (
+            "scatter_gather.toml",
+            include_str!("../../../examples/scatter_gather.toml"),
+        ),
     ] {
         let cfg = Config::parse(text, name).unwrap();
         let mut cfg = cfg.clone();
