@@ -340,7 +340,9 @@ impl PluginPort {
         let accepted = self.state.lock().accepted;
         self.plugin
             .param_changed_at(&self.params, idx, value, accepted);
-        self.plugin.emit_after_put(&mut |out| self.emit(out));
+        self.plugin.emit_after_put(&mut |out| {
+            self.emit(out);
+        });
     }
 
     /// Starts workers for queued frames if the concurrency limit allows more.
