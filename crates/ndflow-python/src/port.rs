@@ -60,6 +60,11 @@ impl Port {
         let Some((i, def, readback)) = resolve(store, key) else {
             return Ok(None);
         };
+        if readback {
+            // Counters reach the parameters at a bounded rate; a read from Python sees now.
+            let g = self.core.graph.clone();
+            py.detach(|| g.publish_now());
+        }
         let v = store.get(i).ok_or_else(|| {
             PyKeyError::new_err(format!("port '{}': no value for '{key}'", self.name))
         })?;

@@ -40,8 +40,8 @@ impl PyPlugin {
     fn report(&self, py: Python<'_>, input: &NDArray, e: &PyErr) -> PluginError {
         let n = self.errors.fetch_add(1, Ordering::Relaxed) + 1;
         if n <= TRACEBACKS {
-            eprintln!(
-                "ndflow: port '{}': {} raised on frame {} (counted in DroppedErrors){}",
+            let header = format!(
+                "ndflow: port '{}': {} raised on frame {} (counted in DroppedErrors){}\n",
                 self.port,
                 self.label,
                 input.unique_id,
@@ -51,6 +51,11 @@ impl PyPlugin {
                     ""
                 }
             );
+            // Through sys.stderr, as the traceback goes, so notebooks show both.
+            let _ = py
+                .import("sys")
+                .and_then(|sys| sys.getattr("stderr"))
+                .and_then(|err| err.call_method1("write", (header,)));
             e.display(py);
         }
         PluginError::Other(format!("Python exception in {}: {e}", self.label))
