@@ -491,3 +491,45 @@ def test_python_plugin_threads_and_params():
         assert p.run(timeout=30, progress=False)
         assert port.accounting()["processed"] == 12
     assert active["max"] == 2
+
+
+# ---------------------------------------------------------------- docs and stubs
+
+
+def test_docs_python_examples_run(monkeypatch, capsys):
+    """Every ```python block of docs/python.md runs (matplotlib faked when not installed)."""
+    import pathlib
+    import re
+    import types
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "python.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) >= 4
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+    except ImportError:
+        plt = types.ModuleType("matplotlib.pyplot")
+        plt.plot = plt.xlabel = plt.ylabel = plt.show = lambda *a, **k: None
+        mpl = types.ModuleType("matplotlib")
+        mpl.pyplot = plt
+        monkeypatch.setitem(sys.modules, "matplotlib", mpl)
+        monkeypatch.setitem(sys.modules, "matplotlib.pyplot", plt)
+    monkeypatch.chdir(root)
+    for code in blocks:
+        ns = {"__name__": "__docs__"}
+        exec(compile(code, "docs/python.md", "exec"), ns)
+        for v in ns.values():
+            if isinstance(v, ndflow.Pipeline):
+                v.close()
+
+
+def test_stubs_are_generated_from_current_declarations():
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    tool = root / "crates" / "ndflow-python" / "tools" / "gen_stubs.py"
+    r = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

@@ -109,19 +109,27 @@ impl FrameStream {
                     .min(Duration::from_millis(50)),
                 None => Duration::from_millis(50),
             };
-            let core = &self.core;
-            let got = py.detach(|| match self.rx.recv_timeout(slice) {
+            // Idle after a start means no frame can still come: every plugin has drained,
+            // so everything for us is already in the channel.
+            let ended = || {
+                self.core.started.load(Ordering::SeqCst)
+                    && self.core.graph.is_idle()
+                    && self.rx.is_empty()
+            };
+            // A queued frame is taken without releasing the GIL (the common, fast case).
+            let got = match self.rx.try_recv() {
                 Ok(f) => Some(Next::Frame(f)),
-                Err(RecvTimeoutError::Timeout) => {
-                    // Idle after a start means no frame can still come: every plugin has
-                    // drained, so everything for us is already in the channel.
-                    let ended = core.started.load(Ordering::SeqCst)
-                        && core.graph.is_idle()
-                        && self.rx.is_empty();
-                    ended.then_some(Next::End)
-                }
-                Err(RecvTimeoutError::Disconnected) => Some(Next::End),
-            });
+                Err(_) => py.detach(|| {
+                    if ended() {
+                        return Some(Next::End);
+                    }
+                    match self.rx.recv_timeout(slice) {
+                        Ok(f) => Some(Next::Frame(f)),
+                        Err(RecvTimeoutError::Timeout) => ended().then_some(Next::End),
+                        Err(RecvTimeoutError::Disconnected) => Some(Next::End),
+                    }
+                }),
+            };
             match got {
                 Some(Next::Frame(f)) => {
                     self.delivered.fetch_add(1, Ordering::Relaxed);
