@@ -533,3 +533,37 @@ def test_stubs_are_generated_from_current_declarations():
     tool = root / "crates" / "ndflow-python" / "tools" / "gen_stubs.py"
     r = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_serve_pva_makes_the_pipeline_an_ioc(monkeypatch):
+    """serve_pva=True: parameters and a `pva` port's image are PVs, reads and writes go both ways."""
+    p4p_thread = pytest.importorskip("p4p.client.thread")
+    from pva_util import free_tcp_port, free_udp_port, loopback_env
+
+    tcp, udp = free_tcp_port(), free_udp_port()
+    for k, v in loopback_env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("EPICS_PVAS_SERVER_PORT", str(tcp))
+    monkeypatch.setenv("EPICS_PVAS_BROADCAST_PORT", str(udp))
+    conf = {
+        "EPICS_PVA_ADDR_LIST": "127.0.0.1",
+        "EPICS_PVA_AUTO_ADDR_LIST": "NO",
+        "EPICS_PVA_BROADCAST_PORT": str(udp),
+        "EPICS_PVA_SERVER_PORT": str(tcp),
+        "EPICS_PVA_INTF_ADDR_LIST": "127.0.0.1",
+    }
+    with ndflow.Pipeline(prefix="PYT:", serve_pva=True) as p:
+        sim(p, n=3)
+        p.add("pva", "PVA1", NDArrayPort="SIM1")
+        assert p.serving is None
+        p.run(timeout=20, progress=False)
+        assert "pvAccess" in p.serving and str(tcp) in p.serving
+        ctx = p4p_thread.Context("pva", conf=conf, useenv=False)
+        try:
+            assert ctx.get("PYT:SIM1:ArrayCounter_RBV", timeout=5) == 3
+            img = ctx.get("PYT:PVA1:Image", timeout=5)
+            np.testing.assert_array_equal(np.asarray(img).reshape(H, W), ramp(3, np.uint16))
+            ctx.put("PYT:SIM1:AcquirePeriod", 0.125, timeout=5)
+            assert p["SIM1"].AcquirePeriod == 0.125
+        finally:
+            ctx.close()
