@@ -96,26 +96,34 @@ ctx.close()
 """
 
 
-def live(seconds, period):
-    with ndflow.Pipeline(prefix="PYBENCH:", serve_pva=True) as p:
+def live(seconds, period, use_iter=True, use_p4p=True):
+    """Frames/s delivered to a stream iterator and/or a p4p monitor of the same frames."""
+    with ndflow.Pipeline(prefix="PYBENCH:", serve_pva=use_p4p) as p:
         sim(p, 1, mode="Continuous", period=period)
-        p.add("pva", "PVA1", NDArrayPort="SIM1", QueueSize=10)
-        frames = p.frames("SIM1", queue=10)
-        p.start()
+        if use_p4p:
+            p.add("pva", "PVA1", NDArrayPort="SIM1", QueueSize=10)
+        frames = p.frames("SIM1", queue=10) if use_iter else None
+        p.start()  # one warm-up frame: starts the servers, fills the pool
         p.stop()
         p.wait_idle(timeout=10, progress=False)
-        pv = p["PVA1"].PvName
-        env = dict(os.environ)
-        client = subprocess.Popen([sys.executable, "-c", P4P_CLIENT, pv, str(seconds + 1.0)],
-                                  stdout=subprocess.PIPE, text=True, env=env)
-        assert client.stdout.readline().strip() == "READY"
-        while frames.get(timeout=0.05) is not None:  # frames of the warm-up start
-            pass
+        client = None
+        if use_p4p:
+            pv = p["PVA1"].PvName
+            client = subprocess.Popen(
+                [sys.executable, "-c", P4P_CLIENT, pv, str(seconds + 1.0)],
+                stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+            assert client.stdout.readline().strip() == "READY"
+        if frames is not None:
+            while frames.get(timeout=0.05) is not None:  # the warm-up frame
+                pass
         acquired0 = p["SIM1"].ArrayCounter_RBV
         p.start()
         t0 = time.perf_counter()
         n = 0
         while time.perf_counter() - t0 < seconds:
+            if frames is None:
+                time.sleep(0.05)
+                continue
             f = frames.get(timeout=1.0)
             if f is None:
                 continue
@@ -123,11 +131,12 @@ def live(seconds, period):
             n += 1
         dt = time.perf_counter() - t0
         p.stop()
-        out = client.communicate(timeout=60)[0]
         acquired = p["SIM1"].ArrayCounter_RBV - acquired0
-        st = frames.stats()
-        frames.close()
-        pva_acc = p["PVA1"].accounting()
+        out = client.communicate(timeout=60)[0] if client else ""
+        dropped = frames.stats()["dropped_queue_full"] if frames else 0
+        if frames is not None:
+            frames.close()
+        pva_dropped = p["PVA1"].accounting()["dropped"] if use_p4p else 0
     res = [line for line in out.splitlines() if line.startswith("RESULT")]
     p4p_n, p4p_rate = (int(res[0].split()[1]), float(res[0].split()[2])) if res else (0, 0.0)
     return {
@@ -136,10 +145,10 @@ def live(seconds, period):
         "source_fps": acquired / dt,
         "iterator_frames": n,
         "iterator_fps": n / dt,
-        "iterator_dropped": st["dropped_queue_full"],
+        "iterator_dropped": dropped,
         "p4p_frames": p4p_n,
         "p4p_fps": p4p_rate,
-        "pva_port_dropped": pva_acc["dropped"],
+        "pva_port_dropped": pva_dropped,
     }
 
 
@@ -154,13 +163,21 @@ def main():
     a = ap.parse_args()
     it = min(iterator_drain(a.frames) for _ in range(a.reps))
     pl = min(plugin_drain(a.frames) for _ in range(a.reps))
-    lv = live(a.seconds, a.period)
-    result = {"iterator_us_per_frame": it, "noop_plugin_us_per_frame": pl, "live": lv}
+    rows = {
+        "iterator alone": live(a.seconds, a.period, use_p4p=False),
+        "p4p alone": live(a.seconds, a.period, use_iter=False),
+        "both, same run": live(a.seconds, a.period),
+    }
+    result = {"iterator_us_per_frame": it, "noop_plugin_us_per_frame": pl, "live": rows,
+              "period": a.period, "load_average": os.getloadavg()}
     print(f"iterator (queued frames, .array read):   {it:8.2f} us/frame  ({1e6 / it:,.0f} frames/s)")
     print(f"no-op Python plugin (queued frames):     {pl:8.2f} us/frame  ({1e6 / pl:,.0f} frames/s)")
-    print(f"live, same run, {lv['seconds']:.1f} s: source {lv['source_fps']:.0f} frames/s; "
-          f"iterator {lv['iterator_fps']:.0f} frames/s ({lv['iterator_dropped']} dropped); "
-          f"p4p monitor {lv['p4p_fps']:.0f} frames/s ({lv['p4p_frames']} frames)")
+    print(f"live, AcquirePeriod {a.period}, {a.seconds:.0f} s per row   source f/s   iterator f/s (dropped)   p4p f/s (pva port dropped)")
+    for name, lv in rows.items():
+        it_txt = f"{lv['iterator_fps']:8.0f} ({lv['iterator_dropped']})" if name != "p4p alone" else "-"
+        p4p_txt = f"{lv['p4p_fps']:8.0f} ({lv['pva_port_dropped']})" if name != "iterator alone" else "-"
+        print(f"  {name:36} {lv['source_fps']:10.0f}   {it_txt:>22}   {p4p_txt:>22}")
+    print(f"load average {os.getloadavg()}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=2)

@@ -105,6 +105,17 @@ def test_from_toml_text_and_path_match_ndflow_run_summary(tmp_path, ndflow_bin):
         assert s["ports"]["STATS1"]["MaxValue_RBV"] == s_bin["ports"]["STATS1"]["MaxValue_RBV"]
 
 
+def test_stream_of_a_config_that_acquires_at_build_ends_when_idle():
+    text = TOML.replace("NumImages = 7", "NumImages = 7\nAcquire = 1")
+    with ndflow.Pipeline.from_toml(text) as p:
+        with p.frames("STATS1", queue=16, timeout=30) as frames:
+            t0 = time.monotonic()
+            got = [f.unique_id for f in frames]
+        assert time.monotonic() - t0 < 10  # ended at idle, not on the time-out
+        assert got == sorted(got) and all(1 <= u <= 7 for u in got)
+        assert p["SIM1"].ArrayCounter_RBV == 7
+
+
 def test_toml_errors_name_file_line_port_key(tmp_path):
     bad = TOML.replace("NumImages = 7", "NumImages = 7\nSizeX = 0")
     with pytest.raises(ValueError) as e:

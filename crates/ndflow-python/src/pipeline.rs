@@ -84,6 +84,9 @@ impl Core {
     /// Writes one parameter as a config file's `key = value` would; the ValueError carries
     /// the config file's message.
     pub fn put(&self, py: Python<'_>, port: &str, key: &str, value: ParamValue) -> PyResult<()> {
+        if key == "Acquire" && value.as_i64().is_some_and(|v| v != 0) {
+            self.started.store(true, Ordering::SeqCst);
+        }
         let graph = self.graph.clone();
         py.detach(|| put_setting(&graph, port, key, value))
             .map(|_| ())
@@ -194,6 +197,16 @@ impl Pipeline {
         });
         py.detach(|| cfg.build(&graph, &images))
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        // A config file with `Acquire = 1` starts acquiring as it is built.
+        if !graph.is_idle()
+            || cfg.ports.iter().any(|p| {
+                p.settings
+                    .iter()
+                    .any(|s| s.key == "Acquire" && s.value.as_i64().is_some_and(|v| v != 0))
+            })
+        {
+            core.started.store(true, Ordering::SeqCst);
+        }
         Ok(Pipeline { core })
     }
 
