@@ -491,7 +491,7 @@ def test_python_plugin_threads_and_params():
         with lock:
             active["now"] += 1
             active["max"] = max(active["max"], active["now"])
-        time.sleep(0.02)  # releases the GIL: other workers may run
+        time.sleep(0.05)  # releases the GIL: other workers may run
         with lock:
             active["now"] -= 1
 

@@ -268,6 +268,10 @@ impl FrameStream {
 
 impl Drop for FrameStream {
     fn drop(&mut self) {
-        self.shut();
+        // Unwiring waits for the source's fan-out lock, which a worker may hold while it runs
+        // a Python plugin (BlockingCallbacks) that waits for the GIL: release it meanwhile.
+        if Python::try_attach(|py| py.detach(|| self.shut())).is_none() {
+            self.shut();
+        }
     }
 }
