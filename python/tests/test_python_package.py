@@ -399,6 +399,23 @@ def test_stream_timeout_and_keyboard_interrupt_stops_cleanly():
         frames.close()
 
 
+def test_keyboard_interrupt_in_a_frame_loop_stops_acquisition():
+    with ndflow.Pipeline() as p:
+        # A slow source: the loop spends its time waiting in the iterator, where Ctrl-C lands.
+        s = sim(p, ImageMode="Continuous", AcquirePeriod=0.2)
+        frames = p.frames("SIM1", queue=2)
+        p.start()
+        timer = threading.Timer(0.5, _thread.interrupt_main)
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            for f in frames:
+                pass
+        timer.cancel()
+        assert s.Acquire == "Done"
+        assert p.wait_idle(timeout=10, progress=False)
+        frames.close()
+
+
 # ---------------------------------------------------------------- Python plugins
 
 

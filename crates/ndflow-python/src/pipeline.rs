@@ -93,7 +93,7 @@ impl Core {
             .map_err(|m| PyValueError::new_err(config_error(port, key, m)))
     }
 
-    fn driver_names(&self) -> Vec<String> {
+    pub fn driver_names(&self) -> Vec<String> {
         self.graph
             .ports()
             .into_iter()

@@ -138,7 +138,14 @@ impl FrameStream {
                 Some(other) => return Ok(other),
                 None => {}
             }
-            py.check_signals()?;
+            if let Err(e) = py.check_signals() {
+                // Ctrl-C in a `for frame in stream` loop stops acquisition, as Ctrl-C stops
+                // `ndflow run`; the pipeline drains and stays usable.
+                for d in self.core.driver_names() {
+                    let _ = self.core.put(py, &d, "Acquire", ParamValue::Int(0));
+                }
+                return Err(e);
+            }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok(Next::Timeout);
             }
