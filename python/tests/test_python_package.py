@@ -285,6 +285,8 @@ def test_zero_copy_view_of_pool_buffer():
         assert np.asarray(f).ctypes.data == f._buffer_address
         with pytest.raises(ValueError):
             a[0, 0] = 1
+        with pytest.raises(ValueError):
+            a.flags.writeable = True  # the pooled pixels stay read-only
 
 
 def test_no_allocation_per_frame_over_10000_frames():
@@ -414,6 +416,21 @@ def test_keyboard_interrupt_in_a_frame_loop_stops_acquisition():
         assert s.Acquire == "Done"
         assert p.wait_idle(timeout=10, progress=False)
         frames.close()
+
+
+@pytest.mark.parametrize("tqdm", [True, False])
+def test_long_wait_shows_progress(capsys, monkeypatch, tqdm):
+    if tqdm:
+        pytest.importorskip("tqdm")
+    else:  # the rate line when tqdm is not installed
+        monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    with ndflow.Pipeline() as p:
+        sim(p, n=20, AcquirePeriod=0.05)
+        p.start()
+        assert p.wait_idle(timeout=30, progress=True)
+    err = capsys.readouterr().err
+    # tqdm's bar or the rate line, both named "ndflow" and counting frames.
+    assert "ndflow" in err and ("frame/s" in err if tqdm else "frames/s" in err)
 
 
 # ---------------------------------------------------------------- Python plugins

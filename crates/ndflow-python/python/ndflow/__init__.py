@@ -60,7 +60,7 @@ class _Progress:
         self.enabled = enabled
         self.t0 = time.monotonic()
         self.start_count = pipeline._frames_acquired()
-        self.bar = None
+        self.bar = None  # None: not tried yet; False: no tqdm; else the bar (no truth value)
         self.last = self.t0
         self.shown = False
 
@@ -79,7 +79,7 @@ class _Progress:
                 self.bar = tqdm(desc="ndflow", unit="frame", initial=n, file=sys.stderr)
             except ImportError:
                 self.bar = False
-        if self.bar:
+        if self.bar is not None and self.bar is not False:
             self.bar.update(n - self.bar.n)
         elif now - self.last >= 2.0 or not self.shown:
             dt = now - self.t0
@@ -93,7 +93,7 @@ class _Progress:
         self.shown = True
 
     def close(self):
-        if self.bar:
+        if self.bar is not None and self.bar is not False:
             self.tick()
             self.bar.close()
 
