@@ -4,6 +4,7 @@ pixels are checked against the simulator's ramp formula computed here with numpy
 
 import asyncio
 import gc
+import os
 import json
 import subprocess
 import sys
@@ -612,3 +613,31 @@ def test_serve_pva_makes_the_pipeline_an_ioc(monkeypatch):
             assert p["SIM1"].AcquirePeriod == 0.125
         finally:
             ctx.close()
+
+
+def test_serve_ca_makes_the_pipeline_a_channel_access_server(monkeypatch):
+    """serve_ca=True: pyepics (in a subprocess) reads a counter and writes a setting."""
+    pytest.importorskip("epics")
+    from pva_util import ca_client_env, free_tcp_udp_port, free_udp_port, loopback_env
+
+    port, repeater = free_tcp_udp_port(), free_udp_port()
+    for k, v in loopback_env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("EPICS_CAS_SERVER_PORT", str(port))
+    monkeypatch.setenv("EPICS_CA_SERVER_PORT", str(port))
+    monkeypatch.setenv("EPICS_CA_REPEATER_PORT", str(repeater))
+    code = (
+        "import epics\n"
+        "print('COUNT', epics.caget('PYC:SIM1:ArrayCounter_RBV', timeout=10))\n"
+        "print('PUT', epics.caput('PYC:SIM1:AcquirePeriod', 0.375, wait=True, timeout=10))\n"
+    )
+    with ndflow.Pipeline(prefix="PYC:", serve_ca=True) as p:
+        sim(p, n=4)
+        p.run(timeout=20, progress=False)
+        assert "Channel Access" in p.serving
+        env = dict(os.environ)
+        env.update(ca_client_env(port, repeater))
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=120)
+        assert "COUNT 4" in r.stdout, r.stdout + r.stderr
+        assert p["SIM1"].AcquirePeriod == 0.375
