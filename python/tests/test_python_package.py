@@ -244,17 +244,25 @@ def test_frames_pixels_equal_sim_formula(dtype):
             assert abs(sec + nsec * 1e-9 - f.timestamp) < 1e-6
 
 
-@pytest.mark.parametrize("dtype", ["UInt8", "UInt16", "Float32"])
-def test_frames_rgb1_pixels_equal_sim_formula(dtype):
+@pytest.mark.parametrize(
+    "mode,dtype",
+    [("RGB1", "UInt8"), ("RGB1", "UInt16"), ("RGB1", "Float32"), ("RGB2", "UInt16"),
+     ("RGB3", "UInt16"), ("RGB3", "Float64")],
+)
+def test_frames_rgb_pixels_equal_sim_formula(mode, dtype):
+    # numpy axes = areaDetector dims reversed: RGB1 [3,X,Y] -> (Y,X,3), RGB2 [X,3,Y] ->
+    # (Y,3,X), RGB3 [X,Y,3] -> (3,Y,X).
+    axes = {"RGB1": (0, 1, 2), "RGB2": (0, 2, 1), "RGB3": (2, 0, 1)}[mode]
     with ndflow.Pipeline() as p:
-        sim(p, n=3, dtype=dtype, ColorMode="RGB1", GainRed=1, GainGreen=2, GainBlue=3)
+        sim(p, n=3, dtype=dtype, ColorMode=mode, GainRed=1, GainGreen=2, GainBlue=3)
         with p.frames("SIM1", queue=8) as frames:
             p.start()
             got = list(frames)
         assert len(got) == 3
         for f in got:
-            assert f.color_mode == "RGB1" and f.array.shape == (H, W, 3)
-            np.testing.assert_array_equal(f.array, ramp(f.unique_id, TYPES[dtype], gains=(1, 2, 3)))
+            want = ramp(f.unique_id, TYPES[dtype], gains=(1, 2, 3)).transpose(axes)
+            assert f.color_mode == mode and f.array.shape == want.shape
+            np.testing.assert_array_equal(f.array, want)
 
 
 def test_roi_frame_dims_and_attributes():
