@@ -649,3 +649,23 @@ def test_serve_ca_makes_the_pipeline_a_channel_access_server(monkeypatch):
                            text=True, timeout=120)
         assert "COUNT 4" in r.stdout, r.stdout + r.stderr
         assert p["SIM1"].AcquirePeriod == 0.375
+
+
+def test_pipeline_in_a_cycle_through_its_plugin_is_collected():
+    """A plugin closure over its own pipeline: the garbage collector closes and frees it."""
+    import weakref
+
+    p = ndflow.Pipeline()
+    sim(p, n=3)
+    seen = []
+
+    def uses_pipeline(frame):
+        seen.append(p["SIM1"].ArrayCounter_RBV)  # the closure refers to p
+
+    p.add_python("PY1", uses_pipeline, NDArrayPort="SIM1", QueueSize=10)
+    assert p.run(timeout=20, progress=False)
+    assert len(seen) == 3
+    ref = weakref.ref(p)
+    del p
+    gc.collect()
+    assert ref() is None

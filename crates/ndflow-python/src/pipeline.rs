@@ -14,8 +14,10 @@ use ndflow_core::ParamValue;
 use ndflow_runtime::{Graph, PortHandle};
 use parking_lot::Mutex;
 use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
+use pyo3::PyTraverseError;
 
 use crate::convert::{from_json, to_param};
 use crate::port::Port;
@@ -39,6 +41,9 @@ pub struct State {
     pub ports: Vec<PortConfig>,
     /// Ports added from Python (frame streams, Python plugins): name → type shown in repr.
     pub extra: Vec<(String, &'static str)>,
+    /// The Python plugins, for the garbage collector (their functions may refer back to the
+    /// pipeline).
+    plugins: Vec<Arc<PyPlugin>>,
     serve_pva: bool,
     serve_ca: bool,
     serving: Option<Serving>,
@@ -187,6 +192,7 @@ impl Pipeline {
                 access: cfg.access.clone(),
                 ports: cfg.ports.clone(),
                 extra: Vec::new(),
+                plugins: Vec::new(),
                 serve_pva,
                 serve_ca,
                 serving: None,
@@ -294,13 +300,14 @@ impl Pipeline {
             .unwrap_or_else(|_| "<callable>".into());
         let plugin = Arc::new(PyPlugin::new(func, name, &label, threads));
         let graph = self.core.graph.clone();
-        py.detach(|| graph.add_plugin(name, plugin))
+        let as_plugin: Arc<dyn ndflow_runtime::Plugin> = plugin.clone();
+        py.detach(|| graph.add_plugin(name, as_plugin))
             .map_err(|e| PyValueError::new_err(config_error(name, "name", e.to_string())))?;
-        self.core
-            .state
-            .lock()
-            .extra
-            .push((name.to_string(), "python"));
+        {
+            let mut st = self.core.state.lock();
+            st.extra.push((name.to_string(), "python"));
+            st.plugins.push(plugin);
+        }
         let mut settings = vec![Setting {
             key: "NumThreads".into(),
             value: ParamValue::Int(threads as i64),
@@ -451,6 +458,28 @@ impl Pipeline {
     fn close(&self, py: Python<'_>) {
         let core = self.core.clone();
         py.detach(|| core.shutdown());
+    }
+
+    /// A Python plugin's function that refers to this pipeline makes a cycle through Rust;
+    /// showing the functions to the collector lets it find and clear such a cycle.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(st) = self.core.state.try_lock() {
+            for p in &st.plugins {
+                p.visit(&visit)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The collector found the pipeline unreachable: close it and drop the functions.
+    fn __clear__(&mut self) {
+        let core = self.core.clone();
+        if Python::try_attach(|py| py.detach(|| core.shutdown())).is_none() {
+            core.shutdown();
+        }
+        let plugins = std::mem::take(&mut self.core.state.lock().plugins);
+        let funcs: Vec<_> = plugins.iter().filter_map(|p| p.clear()).collect();
+        drop(funcs);
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

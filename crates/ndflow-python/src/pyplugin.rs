@@ -18,7 +18,9 @@ const TRACEBACKS: u64 = 5;
 /// threads and accounting like any plugin; the GIL is taken only around the call (and the
 /// copy of a returned array into a pool buffer).
 pub struct PyPlugin {
-    func: Py<PyAny>,
+    /// None once the pipeline was cleared by Python's garbage collector (see
+    /// `Pipeline.__clear__`).
+    func: parking_lot::Mutex<Option<Py<PyAny>>>,
     port: String,
     label: String,
     threads: usize,
@@ -28,12 +30,28 @@ pub struct PyPlugin {
 impl PyPlugin {
     pub fn new(func: Py<PyAny>, port: &str, label: &str, threads: usize) -> PyPlugin {
         PyPlugin {
-            func,
+            func: parking_lot::Mutex::new(Some(func)),
             port: port.to_string(),
             label: label.to_string(),
             threads,
             errors: AtomicU64::new(0),
         }
+    }
+
+    /// Lends the function to the garbage collector's visit (never blocks: a function being
+    /// cloned right now is simply not visited this time).
+    pub fn visit(&self, visit: &pyo3::gc::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        if let Some(guard) = self.func.try_lock() {
+            if let Some(f) = guard.as_ref() {
+                visit.call(f)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the function (breaks a cycle through a closure over the pipeline).
+    pub fn clear(&self) -> Option<Py<PyAny>> {
+        self.func.lock().take()
     }
 
     /// Counts an exception and prints its traceback (the first few times).
@@ -157,7 +175,11 @@ impl Plugin for PyPlugin {
         Python::try_attach(|py| {
             let frame = Bound::new(py, Frame::new(input.clone()))
                 .map_err(|e| PluginError::Other(e.to_string()))?;
-            match self.func.bind(py).call1((frame,)) {
+            let func = self.func.lock().as_ref().map(|f| f.clone_ref(py));
+            let Some(func) = func else {
+                return Err(PluginError::Other("the pipeline was closed".into()));
+            };
+            match func.bind(py).call1((frame,)) {
                 Ok(out) => self.output(py, input, &out, ctx),
                 Err(e) => Err(self.report(py, input, &e)),
             }
