@@ -20,3 +20,6 @@ echo "== pvAccess NTNDArray over loopback (seed 001): ndflow and p4p servers/cli
 echo "== codecs next to the C libraries (seed 003)"
 ./target/release/ndflow bench codec --json out/bench/codec.json | tee out/bench/codec.txt
 (set -a; . ../shared/loopback.env; set +a; ./target/release/ndflow bench ca --json out/bench/ca.json | tee out/bench/ca.txt)  # Channel Access: ndflow_ca vs softioc (RSRV), frames to pyepics vs raw TCP, pipeline rate with 10 clients
+echo "== frames into Python (issue 14): the ndflow package's iterator and Python plugins vs a p4p monitor"
+(set -a; . ../shared/loopback.env; set +a
+ .venv/bin/python python/bench/python_bench.py --json out/bench/python.json | tee out/bench/python.txt)

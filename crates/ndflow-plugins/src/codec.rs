@@ -21,7 +21,7 @@ use std::sync::Arc;
 use ndflow_codec::blosc::{BloscCompressor, BloscParams, BloscShuffle};
 use ndflow_codec::bslz4::BsFraming;
 use ndflow_codec::{blosc, bslz4, jpeg, lz4, zlib, CodecError};
-use ndflow_core::{Codec, ColorMode, DataType, NDArray, ParamDef, ParamStore, ParamValue};
+use ndflow_core::{Codec, ColorMode, DataType, NDArray, ParamDef, ParamStore, ParamValue, Pool};
 use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
 
 /// Compressor menu, in NDCodec.template's order.
@@ -227,11 +227,12 @@ fn jpeg_shape(f: &NDArray) -> Result<(usize, usize, usize), PluginError> {
     }
 }
 
-/// Restores the uncompressed frame; its size comes from the dims and the original type.
-fn decompress(input: &NDArray, ctx: &ProcessContext<'_>) -> Result<NDArray, PluginError> {
+/// Restores the uncompressed frame into a buffer from `pool`; its size comes from the dims
+/// and the original type.
+pub fn decompress(input: &NDArray, pool: &Pool) -> Result<NDArray, PluginError> {
     let data = input.data_bytes();
     let total = input.total_bytes();
-    let mut buf = ctx.alloc(total)?;
+    let mut buf = pool.alloc(total)?;
     let out: &mut [u8] = &mut buf;
     let elem = input.data_type.size();
     let n = match input.codec.name.as_str() {
@@ -281,7 +282,7 @@ impl Plugin for CodecPlugin {
         let s = Self::settings(ix, ctx.params);
         let result = if s.decompress {
             if input.is_compressed() {
-                decompress(input, ctx).map(Some)
+                decompress(input, ctx.pool()).map(Some)
             } else {
                 Ok(None)
             }

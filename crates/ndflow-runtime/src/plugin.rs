@@ -15,6 +15,10 @@ pub enum PluginError {
     Core(#[from] CoreError),
     #[error("unsupported input: {0}")]
     Unsupported(String),
+    /// The plugin's own downstream queue is full (a consumer outside the graph, e.g. a
+    /// Python iterator, is slower than the source): counted as DroppedQueueFull.
+    #[error("queue full: {0}")]
+    QueueFull(String),
     #[error("{0}")]
     Other(String),
 }

@@ -473,7 +473,12 @@ impl PluginPort {
             .store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
         // Readbacks show the output when there is one (ROI's size), else the input.
         self.meta.lock().update(outputs.first().unwrap_or(&frame));
-        if let Err(e) = &result {
+        // A full downstream queue is counted, not logged (it is the expected overload case).
+        if let Some(e) = result
+            .as_ref()
+            .err()
+            .filter(|e| !matches!(e, PluginError::QueueFull(_)))
+        {
             let msg = e.to_string();
             self.log_once(
                 &msg,
@@ -510,6 +515,7 @@ impl PluginPort {
                 Err(PluginError::Unsupported(_)) => {
                     st.dropped[DropReason::Unsupported as usize] += 1
                 }
+                Err(PluginError::QueueFull(_)) => st.dropped[DropReason::QueueFull as usize] += 1,
                 Err(_) => st.dropped[DropReason::Error as usize] += 1,
             }
         }

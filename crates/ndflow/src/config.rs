@@ -233,9 +233,8 @@ impl Config {
                     if registry::is_constructor_key(&p.type_name, &s.key) {
                         continue;
                     }
-                    graph
-                        .put(&p.name, &s.key, s.value.clone())
-                        .map_err(|e| at(p, Some(s), strip_port(&e.to_string(), &p.name)))?;
+                    put_setting(graph, &p.name, &s.key, s.value.clone())
+                        .map_err(|m| at(p, Some(s), m))?;
                 }
             }
         }
@@ -258,6 +257,19 @@ impl Config {
             .map(|p| p.name.clone())
             .collect()
     }
+}
+
+/// Sets one parameter as a config file's `key = value` does; the error is the message a
+/// config file shows for it (without file, port and key, which the caller adds).
+pub fn put_setting(
+    graph: &Graph,
+    port: &str,
+    key: &str,
+    value: ParamValue,
+) -> Result<ParamValue, String> {
+    graph
+        .put(port, key, value)
+        .map_err(|e| strip_port(&e.to_string(), port))
 }
 
 /// Graph errors start with "port 'X': "; the config error already says which port.
