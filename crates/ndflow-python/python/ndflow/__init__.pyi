@@ -1334,6 +1334,44 @@ class _roiNDPluginROIParams:
 
 class _statsNDPluginStatsParams:
     @property
+    def TSControl(self) -> str:
+        """Time series: Erase/Start, Start (resume), Stop, Read (publish), Erase Choices: 'Erase/Start', 'Start', 'Stop', 'Read', 'Erase' (or their index). Kind: enum Erase/Start|Start|Stop|Read|Erase; default 'Stop'."""
+    @TSControl.setter
+    def TSControl(self, value: str | int) -> None: ...
+    @property
+    def TSControl_RBV(self) -> str:
+        """Time series: Erase/Start, Start (resume), Stop, Read (publish), Erase Choices: 'Erase/Start', 'Start', 'Stop', 'Read', 'Erase' (or their index). Kind: enum Erase/Start|Start|Stop|Read|Erase; default 'Stop'."""
+    @property
+    def TSRead(self) -> int:
+        """Any write publishes the time series (TSControl Read) Kind: int32; default 0."""
+    @TSRead.setter
+    def TSRead(self, value: int) -> None: ...
+    @property
+    def TSRead_RBV(self) -> int:
+        """Any write publishes the time series (TSControl Read) Kind: int32; default 0."""
+    @property
+    def TSNumPoints(self) -> int:
+        """Points per time series (a write erases them) Range: [1.0, 1000000.0]. Kind: int32; default 2048."""
+    @TSNumPoints.setter
+    def TSNumPoints(self, value: int) -> None: ...
+    @property
+    def TSNumPoints_RBV(self) -> int:
+        """Points per time series (a write erases them) Range: [1.0, 1000000.0]. Kind: int32; default 2048."""
+    @property
+    def TSCurrentPoint(self) -> int:
+        """Next time-series point Kind: int32; default 0."""
+    @property
+    def TSAcquiring(self) -> str:
+        """Whether frames are being added to the time series Choices: 'Done', 'Acquiring' (or their index). Kind: enum Done|Acquiring; default 'Done'."""
+    @property
+    def TSAcquireMode(self) -> str:
+        """Fixed length (stop when full) or Circ. buffer (keep the latest; a write erases) Choices: 'Fixed length', 'Circ. buffer' (or their index). Kind: enum Fixed length|Circ. buffer; default 'Fixed length'."""
+    @TSAcquireMode.setter
+    def TSAcquireMode(self, value: str | int) -> None: ...
+    @property
+    def TSAcquireMode_RBV(self) -> str:
+        """Fixed length (stop when full) or Circ. buffer (keep the latest; a write erases) Choices: 'Fixed length', 'Circ. buffer' (or their index). Kind: enum Fixed length|Circ. buffer; default 'Fixed length'."""
+    @property
     def ComputeStatistics(self) -> str:
         """Compute min, max, mean, sigma, total, net Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'Yes'."""
     @ComputeStatistics.setter
@@ -1655,6 +1693,75 @@ class _statsNDPluginStatsParams:
     @property
     def MaxSizeY(self) -> int:
         """Largest Y size for the cursor (not set by ndflow: the cursor is clamped to each frame) Kind: int32; default 0."""
+    @property
+    def TSMinValue(self) -> np.ndarray:
+        """Time series of MinValue Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSMinX(self) -> np.ndarray:
+        """Time series of MinX Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSMinY(self) -> np.ndarray:
+        """Time series of MinY Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSMaxValue(self) -> np.ndarray:
+        """Time series of MaxValue Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSMaxX(self) -> np.ndarray:
+        """Time series of MaxX Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSMaxY(self) -> np.ndarray:
+        """Time series of MaxY Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSMeanValue(self) -> np.ndarray:
+        """Time series of MeanValue Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSSigma(self) -> np.ndarray:
+        """Time series of Sigma Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSTotal(self) -> np.ndarray:
+        """Time series of Total Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSNet(self) -> np.ndarray:
+        """Time series of Net Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSCentroidTotal(self) -> np.ndarray:
+        """Time series of CentroidTotal Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSCentroidX(self) -> np.ndarray:
+        """Time series of CentroidX Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSCentroidY(self) -> np.ndarray:
+        """Time series of CentroidY Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSSigmaX(self) -> np.ndarray:
+        """Time series of SigmaX Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSSigmaY(self) -> np.ndarray:
+        """Time series of SigmaY Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSSigmaXY(self) -> np.ndarray:
+        """Time series of SigmaXY Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSSkewX(self) -> np.ndarray:
+        """Time series of SkewX Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSSkewY(self) -> np.ndarray:
+        """Time series of SkewY Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSKurtosisX(self) -> np.ndarray:
+        """Time series of KurtosisX Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSKurtosisY(self) -> np.ndarray:
+        """Time series of KurtosisY Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSEccentricity(self) -> np.ndarray:
+        """Time series of Eccentricity Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSOrientation(self) -> np.ndarray:
+        """Time series of Orientation Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSTimestamp(self) -> np.ndarray:
+        """Time stamps of the time series Kind: array of Float64; default array([], dtype=float64)."""
 
 class _processNDPluginProcessParams:
     @property
@@ -2260,12 +2367,12 @@ class _tiffNDFileTIFFParams:
         """Write the latest frame (Single) or the capture buffer (Capture) Choices: 'Done', 'Write' (or their index). Kind: enum Done|Write; default 'Done'."""
     @property
     def ReadFile(self) -> str:
-        """Read a file back into the pipeline (not supported yet in ndflow: a write completes at once) Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
     @ReadFile.setter
     def ReadFile(self, value: str | int) -> None: ...
     @property
     def ReadFile_RBV(self) -> str:
-        """Read a file back into the pipeline (not supported yet in ndflow: a write completes at once) Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
     @property
     def FileWriteMode(self) -> str:
         """Single / Capture / Stream Choices: 'Single', 'Capture', 'Stream' (or their index). Kind: enum Single|Capture|Stream; default 'Single'."""
@@ -2428,12 +2535,12 @@ class _hdf5NDFileHDF5Params:
         """Write the latest frame (Single) or the capture buffer (Capture) Choices: 'Done', 'Write' (or their index). Kind: enum Done|Write; default 'Done'."""
     @property
     def ReadFile(self) -> str:
-        """Read a file back into the pipeline (not supported yet in ndflow: a write completes at once) Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
     @ReadFile.setter
     def ReadFile(self, value: str | int) -> None: ...
     @property
     def ReadFile_RBV(self) -> str:
-        """Read a file back into the pipeline (not supported yet in ndflow: a write completes at once) Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
     @property
     def FileWriteMode(self) -> str:
         """Single / Capture / Stream Choices: 'Single', 'Capture', 'Stream' (or their index). Kind: enum Single|Capture|Stream; default 'Single'."""
@@ -3276,12 +3383,12 @@ class _jpegNDFileJPEGParams:
         """Write the latest frame (Single) or the capture buffer (Capture) Choices: 'Done', 'Write' (or their index). Kind: enum Done|Write; default 'Done'."""
     @property
     def ReadFile(self) -> str:
-        """Read a file back into the pipeline (not supported yet in ndflow: a write completes at once) Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
     @ReadFile.setter
     def ReadFile(self, value: str | int) -> None: ...
     @property
     def ReadFile_RBV(self) -> str:
-        """Read a file back into the pipeline (not supported yet in ndflow: a write completes at once) Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
     @property
     def FileWriteMode(self) -> str:
         """Single / Capture / Stream Choices: 'Single', 'Capture', 'Stream' (or their index). Kind: enum Single|Capture|Stream; default 'Single'."""
@@ -3504,6 +3611,496 @@ class _overlayNDPluginOverlayParams:
     def MaxSizeY_RBV(self) -> int:
         """Y size of the last frame Kind: int32; default 0."""
 
+class _circularbuffNDPluginCircularBuffParams:
+    @property
+    def Capture(self) -> str:
+        """Start (ring fills, triggers armed) or stop capturing; completes when capture ends Choices: 'Done', 'Capture' (or their index). Kind: enum Done|Capture; default 'Done'."""
+    @Capture.setter
+    def Capture(self, value: str | int) -> None: ...
+    @property
+    def Capture_RBV(self) -> str:
+        """Start (ring fills, triggers armed) or stop capturing; completes when capture ends Choices: 'Done', 'Capture' (or their index). Kind: enum Done|Capture; default 'Done'."""
+    @property
+    def StatusMessage(self) -> str:
+        """Buffer filling / Buffer Wrapping / Flushing / Acquisition Completed / errors Kind: string; default 'Idle'."""
+    @property
+    def TriggerA(self) -> str:
+        """Attribute whose value is A in TriggerCalc Kind: string; default ''."""
+    @TriggerA.setter
+    def TriggerA(self, value: str) -> None: ...
+    @property
+    def TriggerA_RBV(self) -> str:
+        """Attribute whose value is A in TriggerCalc Kind: string; default ''."""
+    @property
+    def TriggerB(self) -> str:
+        """Attribute whose value is B in TriggerCalc Kind: string; default ''."""
+    @TriggerB.setter
+    def TriggerB(self, value: str) -> None: ...
+    @property
+    def TriggerB_RBV(self) -> str:
+        """Attribute whose value is B in TriggerCalc Kind: string; default ''."""
+    @property
+    def TriggerAVal(self) -> float:
+        """A at the last evaluation (NaN: attribute missing) Kind: float64; default 0.0."""
+    @property
+    def TriggerBVal(self) -> float:
+        """B at the last evaluation (NaN: attribute missing) Kind: float64; default 0.0."""
+    @property
+    def TriggerCalc(self) -> str:
+        """EPICS calc expression; non-zero triggers (C=PreCount D=PostCount E=CurrentQty) Kind: string; default '0'."""
+    @TriggerCalc.setter
+    def TriggerCalc(self, value: str) -> None: ...
+    @property
+    def TriggerCalc_RBV(self) -> str:
+        """EPICS calc expression; non-zero triggers (C=PreCount D=PostCount E=CurrentQty) Kind: string; default '0'."""
+    @property
+    def TriggerCalcVal(self) -> float:
+        """TriggerCalc's value at the last frame Kind: float64; default 0.0."""
+    @property
+    def PreCount(self) -> int:
+        """Frames kept before a trigger (set while not capturing) Range: [0.0, None]. Kind: int32; default 100."""
+    @PreCount.setter
+    def PreCount(self, value: int) -> None: ...
+    @property
+    def PreCount_RBV(self) -> int:
+        """Frames kept before a trigger (set while not capturing) Range: [0.0, None]. Kind: int32; default 100."""
+    @property
+    def PostCount(self) -> int:
+        """Frames sent from the trigger on, the triggering frame included Range: [0.0, None]. Kind: int32; default 100."""
+    @PostCount.setter
+    def PostCount(self, value: int) -> None: ...
+    @property
+    def PostCount_RBV(self) -> int:
+        """Frames sent from the trigger on, the triggering frame included Range: [0.0, None]. Kind: int32; default 100."""
+    @property
+    def CurrentQty(self) -> int:
+        """Frames in the ring Kind: int32; default 0."""
+    @property
+    def CurrentQty_RBV(self) -> int:
+        """Frames in the ring Kind: int32; default 0."""
+    @property
+    def PostTriggerQty(self) -> int:
+        """Frames sent since the trigger Kind: int32; default 0."""
+    @property
+    def PostTriggerQty_RBV(self) -> int:
+        """Frames sent since the trigger Kind: int32; default 0."""
+    @property
+    def Trigger(self) -> str:
+        """Soft trigger; reads Triggered until the trigger's post frames are out Choices: 'Done', 'Trigger' (or their index). Kind: enum Done|Trigger; default 'Done'."""
+    @Trigger.setter
+    def Trigger(self, value: str | int) -> None: ...
+    @property
+    def Trigger_RBV(self) -> str:
+        """Soft trigger; reads Triggered until the trigger's post frames are out Choices: 'Done', 'Trigger' (or their index). Kind: enum Done|Trigger; default 'Done'."""
+    @property
+    def PresetTriggerCount(self) -> int:
+        """Triggers before capture ends; 0 = re-arm forever Range: [0.0, None]. Kind: int32; default 1."""
+    @PresetTriggerCount.setter
+    def PresetTriggerCount(self, value: int) -> None: ...
+    @property
+    def PresetTriggerCount_RBV(self) -> int:
+        """Triggers before capture ends; 0 = re-arm forever Range: [0.0, None]. Kind: int32; default 1."""
+    @property
+    def ActualTriggerCount(self) -> int:
+        """Triggers completed since Capture started Kind: int32; default 0."""
+    @property
+    def ActualTriggerCount_RBV(self) -> int:
+        """Triggers completed since Capture started Kind: int32; default 0."""
+    @property
+    def FlushOnSoftTrg(self) -> str:
+        """On a soft trigger send the ring with the next frame, or at once Choices: 'OnNewImage', 'Immediately' (or their index). Kind: enum OnNewImage|Immediately; default 'OnNewImage'."""
+    @FlushOnSoftTrg.setter
+    def FlushOnSoftTrg(self, value: str | int) -> None: ...
+    @property
+    def FlushOnSoftTrg_RBV(self) -> str:
+        """On a soft trigger send the ring with the next frame, or at once Choices: 'OnNewImage', 'Immediately' (or their index). Kind: enum OnNewImage|Immediately; default 'OnNewImage'."""
+
+class _attributeNDPluginAttributeParams:
+    @property
+    def Reset(self) -> str:
+        """Zero every Value, ValueSum and time series Choices: 'Done Reset', 'Reset' (or their index). Kind: enum Done Reset|Reset; default 'Done Reset'."""
+    @Reset.setter
+    def Reset(self, value: str | int) -> None: ...
+    @property
+    def Reset_RBV(self) -> str:
+        """Zero every Value, ValueSum and time series Choices: 'Done Reset', 'Reset' (or their index). Kind: enum Done Reset|Reset; default 'Done Reset'."""
+
+class _posNDPosPluginParams:
+    @property
+    def Filename(self) -> str:
+        """Position XML file, or the XML text itself; each write appends its positions Kind: string; default ''."""
+    @Filename.setter
+    def Filename(self, value: str) -> None: ...
+    @property
+    def Filename_RBV(self) -> str:
+        """Position XML file, or the XML text itself; each write appends its positions Kind: string; default ''."""
+    @property
+    def FileValid(self) -> str:
+        """Whether the last Filename write loaded Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def FileValid_RBV(self) -> str:
+        """Whether the last Filename write loaded Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def Running(self) -> str:
+        """Attach positions; completes when they run out Choices: 'Idle', 'Running' (or their index). Kind: enum Idle|Running; default 'Idle'."""
+    @Running.setter
+    def Running(self, value: str | int) -> None: ...
+    @property
+    def Running_RBV(self) -> str:
+        """Attach positions; completes when they run out Choices: 'Idle', 'Running' (or their index). Kind: enum Idle|Running; default 'Idle'."""
+    @property
+    def Reset(self) -> str:
+        """Back to the first position (Keep mode) Choices: '', '' (or their index). Kind: enum |; default ''."""
+    @Reset.setter
+    def Reset(self, value: str | int) -> None: ...
+    @property
+    def Reset_RBV(self) -> str:
+        """Back to the first position (Keep mode) Choices: '', '' (or their index). Kind: enum |; default ''."""
+    @property
+    def Delete(self) -> str:
+        """Empty the position list Choices: '', '' (or their index). Kind: enum |; default ''."""
+    @Delete.setter
+    def Delete(self, value: str | int) -> None: ...
+    @property
+    def Delete_RBV(self) -> str:
+        """Empty the position list Choices: '', '' (or their index). Kind: enum |; default ''."""
+    @property
+    def Mode(self) -> str:
+        """Discard used positions, or keep them (Index advances) Choices: 'Discard', 'Keep' (or their index). Kind: enum Discard|Keep; default 'Discard'."""
+    @Mode.setter
+    def Mode(self, value: str | int) -> None: ...
+    @property
+    def Mode_RBV(self) -> str:
+        """Discard used positions, or keep them (Index advances) Choices: 'Discard', 'Keep' (or their index). Kind: enum Discard|Keep; default 'Discard'."""
+    @property
+    def Qty(self) -> int:
+        """Positions in the list Kind: int32; default 0."""
+    @property
+    def Qty_RBV(self) -> int:
+        """Positions in the list Kind: int32; default 0."""
+    @property
+    def Index(self) -> int:
+        """Index of the next position (Keep mode; 0 in Discard) Kind: int32; default 0."""
+    @property
+    def Index_RBV(self) -> int:
+        """Index of the next position (Keep mode; 0 in Discard) Kind: int32; default 0."""
+    @property
+    def Position(self) -> str:
+        """The last position attached, e.g. [x=1,y=0] Kind: string; default ''."""
+    @property
+    def Position_RBV(self) -> str:
+        """The last position attached, e.g. [x=1,y=0] Kind: string; default ''."""
+    @property
+    def Missing(self) -> int:
+        """Frames found missing (ID above ExpectedID) Kind: int32; default 0."""
+    @Missing.setter
+    def Missing(self, value: int) -> None: ...
+    @property
+    def Missing_RBV(self) -> int:
+        """Frames found missing (ID above ExpectedID) Kind: int32; default 0."""
+    @property
+    def Duplicate(self) -> int:
+        """Frames dropped as duplicates (ID below ExpectedID) Kind: int32; default 0."""
+    @Duplicate.setter
+    def Duplicate(self, value: int) -> None: ...
+    @property
+    def Duplicate_RBV(self) -> int:
+        """Frames dropped as duplicates (ID below ExpectedID) Kind: int32; default 0."""
+    @property
+    def ExpectedID(self) -> int:
+        """ID the next frame should carry Kind: int32; default 1."""
+    @property
+    def ExpectedID_RBV(self) -> int:
+        """ID the next frame should carry Kind: int32; default 1."""
+    @property
+    def IDName(self) -> str:
+        """Attribute holding the frame ID; empty: the uniqueId Kind: string; default ''."""
+    @IDName.setter
+    def IDName(self, value: str) -> None: ...
+    @property
+    def IDName_RBV(self) -> str:
+        """Attribute holding the frame ID; empty: the uniqueId Kind: string; default ''."""
+    @property
+    def IDStart(self) -> int:
+        """ExpectedID when Running is set Kind: int32; default 1."""
+    @IDStart.setter
+    def IDStart(self, value: int) -> None: ...
+    @property
+    def IDStart_RBV(self) -> int:
+        """ExpectedID when Running is set Kind: int32; default 1."""
+    @property
+    def IDDifference(self) -> int:
+        """ID step from one frame to the next Range: [1.0, None]. Kind: int32; default 1."""
+    @IDDifference.setter
+    def IDDifference(self, value: int) -> None: ...
+    @property
+    def IDDifference_RBV(self) -> int:
+        """ID step from one frame to the next Range: [1.0, None]. Kind: int32; default 1."""
+
+class _roistatNDPluginROIStatParams:
+    @property
+    def TSControl(self) -> str:
+        """Time series: Erase/Start, Start (resume), Stop, Read (publish), Erase Choices: 'Erase/Start', 'Start', 'Stop', 'Read', 'Erase' (or their index). Kind: enum Erase/Start|Start|Stop|Read|Erase; default 'Stop'."""
+    @TSControl.setter
+    def TSControl(self, value: str | int) -> None: ...
+    @property
+    def TSControl_RBV(self) -> str:
+        """Time series: Erase/Start, Start (resume), Stop, Read (publish), Erase Choices: 'Erase/Start', 'Start', 'Stop', 'Read', 'Erase' (or their index). Kind: enum Erase/Start|Start|Stop|Read|Erase; default 'Stop'."""
+    @property
+    def TSRead(self) -> int:
+        """Any write publishes the time series (TSControl Read) Kind: int32; default 0."""
+    @TSRead.setter
+    def TSRead(self, value: int) -> None: ...
+    @property
+    def TSRead_RBV(self) -> int:
+        """Any write publishes the time series (TSControl Read) Kind: int32; default 0."""
+    @property
+    def TSNumPoints(self) -> int:
+        """Points per time series (a write erases them) Range: [1.0, 1000000.0]. Kind: int32; default 2048."""
+    @TSNumPoints.setter
+    def TSNumPoints(self, value: int) -> None: ...
+    @property
+    def TSNumPoints_RBV(self) -> int:
+        """Points per time series (a write erases them) Range: [1.0, 1000000.0]. Kind: int32; default 2048."""
+    @property
+    def TSCurrentPoint(self) -> int:
+        """Next time-series point Kind: int32; default 0."""
+    @property
+    def TSAcquiring(self) -> str:
+        """Whether frames are being added to the time series Choices: 'Done', 'Acquiring' (or their index). Kind: enum Done|Acquiring; default 'Done'."""
+    @property
+    def TSAcquireMode(self) -> str:
+        """Fixed length (stop when full) or Circ. buffer (keep the latest; a write erases) Choices: 'Fixed length', 'Circ. buffer' (or their index). Kind: enum Fixed length|Circ. buffer; default 'Fixed length'."""
+    @TSAcquireMode.setter
+    def TSAcquireMode(self, value: str | int) -> None: ...
+    @property
+    def TSAcquireMode_RBV(self) -> str:
+        """Fixed length (stop when full) or Circ. buffer (keep the latest; a write erases) Choices: 'Fixed length', 'Circ. buffer' (or their index). Kind: enum Fixed length|Circ. buffer; default 'Fixed length'."""
+    @property
+    def ResetAll(self) -> str:
+        """Zero the results of every ROI Choices: '', '' (or their index). Kind: enum |; default ''."""
+    @ResetAll.setter
+    def ResetAll(self, value: str | int) -> None: ...
+    @property
+    def ResetAll_RBV(self) -> str:
+        """Zero the results of every ROI Choices: '', '' (or their index). Kind: enum |; default ''."""
+
+class _timeseriesNDPluginTimeSeriesParams:
+    @property
+    def TSAcquire(self) -> str:
+        """Acquire erases and starts the time series; Done stops and publishes it Choices: 'Done', 'Acquire' (or their index). Kind: enum Done|Acquire; default 'Done'."""
+    @TSAcquire.setter
+    def TSAcquire(self, value: str | int) -> None: ...
+    @property
+    def TSAcquire_RBV(self) -> str:
+        """Acquire erases and starts the time series; Done stops and publishes it Choices: 'Done', 'Acquire' (or their index). Kind: enum Done|Acquire; default 'Done'."""
+    @property
+    def TSAcquiring(self) -> str:
+        """Whether inputs are being added Choices: 'Done', 'Acquiring' (or their index). Kind: enum Done|Acquiring; default 'Done'."""
+    @property
+    def TSRead(self) -> str:
+        """Read publishes the time series (waveforms and an output frame) Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+    @TSRead.setter
+    def TSRead(self, value: str | int) -> None: ...
+    @property
+    def TSRead_RBV(self) -> str:
+        """Read publishes the time series (waveforms and an output frame) Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+    @property
+    def TSNumPoints(self) -> int:
+        """Points per time series (a write erases them) Range: [1.0, 1000000.0]. Kind: int32; default 2048."""
+    @TSNumPoints.setter
+    def TSNumPoints(self, value: int) -> None: ...
+    @property
+    def TSNumPoints_RBV(self) -> int:
+        """Points per time series (a write erases them) Range: [1.0, 1000000.0]. Kind: int32; default 2048."""
+    @property
+    def TSCurrentPoint(self) -> int:
+        """Next point to be written Kind: int32; default 0."""
+    @property
+    def TSTimePerPointLink(self) -> float:
+        """Copied to TSTimePerPoint Kind: float64; default 0.0."""
+    @TSTimePerPointLink.setter
+    def TSTimePerPointLink(self, value: float) -> None: ...
+    @property
+    def TSTimePerPointLink_RBV(self) -> float:
+        """Copied to TSTimePerPoint Kind: float64; default 0.0."""
+    @property
+    def TSTimePerPoint(self) -> float:
+        """Seconds between input time points Range: [0.0, None]. Kind: float64; default 0.0."""
+    @TSTimePerPoint.setter
+    def TSTimePerPoint(self, value: float) -> None: ...
+    @property
+    def TSTimePerPoint_RBV(self) -> float:
+        """Seconds between input time points Range: [0.0, None]. Kind: float64; default 0.0."""
+    @property
+    def TSAveragingTime(self) -> float:
+        """Requested seconds per point; readback: TSTimePerPoint * TSNumAverage Range: [0.0, None]. Kind: float64; default 0.0."""
+    @TSAveragingTime.setter
+    def TSAveragingTime(self, value: float) -> None: ...
+    @property
+    def TSAveragingTime_RBV(self) -> float:
+        """Requested seconds per point; readback: TSTimePerPoint * TSNumAverage Range: [0.0, None]. Kind: float64; default 0.0."""
+    @property
+    def TSNumAverage(self) -> int:
+        """Inputs averaged per point Kind: int32; default 1."""
+    @property
+    def TSElapsedTime(self) -> float:
+        """Seconds since Acquire Kind: float64; default 0.0."""
+    @property
+    def TSAcquireMode(self) -> str:
+        """Fixed length (stop when full) or Circ. buffer (keep the latest; a write erases) Choices: 'Fixed length', 'Circ. buffer' (or their index). Kind: enum Fixed length|Circ. buffer; default 'Fixed length'."""
+    @TSAcquireMode.setter
+    def TSAcquireMode(self, value: str | int) -> None: ...
+    @property
+    def TSAcquireMode_RBV(self) -> str:
+        """Fixed length (stop when full) or Circ. buffer (keep the latest; a write erases) Choices: 'Fixed length', 'Circ. buffer' (or their index). Kind: enum Fixed length|Circ. buffer; default 'Fixed length'."""
+    @property
+    def TSTimestamp(self) -> np.ndarray:
+        """Time stamp of each point Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def TSTimeAxis(self) -> np.ndarray:
+        """Time of each point (seconds) Kind: array of Float64; default array([], dtype=float64)."""
+
+class _scatterNDPluginScatterParams:
+    @property
+    def ScatterMethod(self) -> str:
+        """How frames are distributed: each to the next downstream port with room Choices: 'Round robin' (or their index). Kind: enum Round robin; default 'Round robin'."""
+    @ScatterMethod.setter
+    def ScatterMethod(self, value: str | int) -> None: ...
+    @property
+    def ScatterMethod_RBV(self) -> str:
+        """How frames are distributed: each to the next downstream port with room Choices: 'Round robin' (or their index). Kind: enum Round robin; default 'Round robin'."""
+
+class _gatherNDPluginGatherParams:
+    @property
+    def NDArrayPort_1(self) -> str:
+        """Source port of input 1 (re-wirable while running) Kind: string; default ''."""
+    @NDArrayPort_1.setter
+    def NDArrayPort_1(self, value: str) -> None: ...
+    @property
+    def NDArrayPort_1_RBV(self) -> str:
+        """Source port of input 1 (re-wirable while running) Kind: string; default ''."""
+    @property
+    def NDArrayAddress_1(self) -> int:
+        """Source address of input 1 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+    @NDArrayAddress_1.setter
+    def NDArrayAddress_1(self, value: int) -> None: ...
+    @property
+    def NDArrayAddress_1_RBV(self) -> int:
+        """Source address of input 1 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+    @property
+    def NDArrayPort_2(self) -> str:
+        """Source port of input 2 (re-wirable while running) Kind: string; default ''."""
+    @NDArrayPort_2.setter
+    def NDArrayPort_2(self, value: str) -> None: ...
+    @property
+    def NDArrayPort_2_RBV(self) -> str:
+        """Source port of input 2 (re-wirable while running) Kind: string; default ''."""
+    @property
+    def NDArrayAddress_2(self) -> int:
+        """Source address of input 2 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+    @NDArrayAddress_2.setter
+    def NDArrayAddress_2(self, value: int) -> None: ...
+    @property
+    def NDArrayAddress_2_RBV(self) -> int:
+        """Source address of input 2 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+    @property
+    def NDArrayPort_3(self) -> str:
+        """Source port of input 3 (re-wirable while running) Kind: string; default ''."""
+    @NDArrayPort_3.setter
+    def NDArrayPort_3(self, value: str) -> None: ...
+    @property
+    def NDArrayPort_3_RBV(self) -> str:
+        """Source port of input 3 (re-wirable while running) Kind: string; default ''."""
+    @property
+    def NDArrayAddress_3(self) -> int:
+        """Source address of input 3 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+    @NDArrayAddress_3.setter
+    def NDArrayAddress_3(self, value: int) -> None: ...
+    @property
+    def NDArrayAddress_3_RBV(self) -> int:
+        """Source address of input 3 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+    @property
+    def NDArrayPort_4(self) -> str:
+        """Source port of input 4 (re-wirable while running) Kind: string; default ''."""
+    @NDArrayPort_4.setter
+    def NDArrayPort_4(self, value: str) -> None: ...
+    @property
+    def NDArrayPort_4_RBV(self) -> str:
+        """Source port of input 4 (re-wirable while running) Kind: string; default ''."""
+    @property
+    def NDArrayAddress_4(self) -> int:
+        """Source address of input 4 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+    @NDArrayAddress_4.setter
+    def NDArrayAddress_4(self, value: int) -> None: ...
+    @property
+    def NDArrayAddress_4_RBV(self) -> int:
+        """Source address of input 4 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+    @property
+    def NDArrayPort_5(self) -> str:
+        """Source port of input 5 (re-wirable while running) Kind: string; default ''."""
+    @NDArrayPort_5.setter
+    def NDArrayPort_5(self, value: str) -> None: ...
+    @property
+    def NDArrayPort_5_RBV(self) -> str:
+        """Source port of input 5 (re-wirable while running) Kind: string; default ''."""
+    @property
+    def NDArrayAddress_5(self) -> int:
+        """Source address of input 5 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+    @NDArrayAddress_5.setter
+    def NDArrayAddress_5(self, value: int) -> None: ...
+    @property
+    def NDArrayAddress_5_RBV(self) -> int:
+        """Source address of input 5 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+    @property
+    def NDArrayPort_6(self) -> str:
+        """Source port of input 6 (re-wirable while running) Kind: string; default ''."""
+    @NDArrayPort_6.setter
+    def NDArrayPort_6(self, value: str) -> None: ...
+    @property
+    def NDArrayPort_6_RBV(self) -> str:
+        """Source port of input 6 (re-wirable while running) Kind: string; default ''."""
+    @property
+    def NDArrayAddress_6(self) -> int:
+        """Source address of input 6 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+    @NDArrayAddress_6.setter
+    def NDArrayAddress_6(self, value: int) -> None: ...
+    @property
+    def NDArrayAddress_6_RBV(self) -> int:
+        """Source address of input 6 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+    @property
+    def NDArrayPort_7(self) -> str:
+        """Source port of input 7 (re-wirable while running) Kind: string; default ''."""
+    @NDArrayPort_7.setter
+    def NDArrayPort_7(self, value: str) -> None: ...
+    @property
+    def NDArrayPort_7_RBV(self) -> str:
+        """Source port of input 7 (re-wirable while running) Kind: string; default ''."""
+    @property
+    def NDArrayAddress_7(self) -> int:
+        """Source address of input 7 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+    @NDArrayAddress_7.setter
+    def NDArrayAddress_7(self, value: int) -> None: ...
+    @property
+    def NDArrayAddress_7_RBV(self) -> int:
+        """Source address of input 7 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+    @property
+    def NDArrayPort_8(self) -> str:
+        """Source port of input 8 (re-wirable while running) Kind: string; default ''."""
+    @NDArrayPort_8.setter
+    def NDArrayPort_8(self, value: str) -> None: ...
+    @property
+    def NDArrayPort_8_RBV(self) -> str:
+        """Source port of input 8 (re-wirable while running) Kind: string; default ''."""
+    @property
+    def NDArrayAddress_8(self) -> int:
+        """Source address of input 8 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+    @NDArrayAddress_8.setter
+    def NDArrayAddress_8(self, value: int) -> None: ...
+    @property
+    def NDArrayAddress_8_RBV(self) -> int:
+        """Source address of input 8 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+
 class SimPort(Port, _simsimDetectorParams, _ADBaseParams, _NDArrayBaseParams):
     """A `sim` port: its parameters as attributes."""
 
@@ -3552,6 +4149,27 @@ class FftPort(Port, _fftNDPluginFFTParams, _NDPluginBaseParams, _NDArrayBasePara
 class OverlayPort(Port, _overlayNDPluginOverlayParams, _NDPluginBaseParams, _NDArrayBaseParams):
     """A `overlay` port: its parameters as attributes."""
 
+class CircularbuffPort(Port, _circularbuffNDPluginCircularBuffParams, _NDPluginBaseParams, _NDArrayBaseParams):
+    """A `circularbuff` port: its parameters as attributes."""
+
+class AttributePort(Port, _attributeNDPluginAttributeParams, _NDPluginBaseParams, _NDArrayBaseParams):
+    """A `attribute` port: its parameters as attributes."""
+
+class PosPort(Port, _posNDPosPluginParams, _NDPluginBaseParams, _NDArrayBaseParams):
+    """A `pos` port: its parameters as attributes."""
+
+class RoistatPort(Port, _roistatNDPluginROIStatParams, _NDPluginBaseParams, _NDArrayBaseParams):
+    """A `roistat` port: its parameters as attributes."""
+
+class TimeseriesPort(Port, _timeseriesNDPluginTimeSeriesParams, _NDPluginBaseParams, _NDArrayBaseParams):
+    """A `timeseries` port: its parameters as attributes."""
+
+class ScatterPort(Port, _scatterNDPluginScatterParams, _NDPluginBaseParams, _NDArrayBaseParams):
+    """A `scatter` port: its parameters as attributes."""
+
+class GatherPort(Port, _gatherNDPluginGatherParams, _NDPluginBaseParams, _NDArrayBaseParams):
+    """A `gather` port: its parameters as attributes."""
+
 class PythonPort(Port, _NDPluginBaseParams, _NDArrayBaseParams):
     """A plugin port written in Python (add_python)."""
 
@@ -3570,7 +4188,7 @@ class Pipeline:
     @overload
     def add(self, type_name: Literal['roi'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., Name: str = ..., MinX: int = ..., MinY: int = ..., MinZ: int = ..., SizeX: int = ..., SizeY: int = ..., SizeZ: int = ..., BinX: int = ..., BinY: int = ..., BinZ: int = ..., ReverseX: str | int = ..., ReverseY: str | int = ..., ReverseZ: str | int = ..., EnableX: str | int = ..., EnableY: str | int = ..., EnableZ: str | int = ..., AutoSizeX: str | int = ..., AutoSizeY: str | int = ..., AutoSizeZ: str | int = ..., DataTypeOut: str | int = ..., EnableScale: str | int = ..., Scale: float = ..., CollapseDims: str | int = ...) -> RoiPort: ...
     @overload
-    def add(self, type_name: Literal['stats'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., ComputeStatistics: str | int = ..., BgdWidth: int = ..., ComputeCentroid: str | int = ..., CentroidThreshold: float = ..., ComputeProfiles: str | int = ..., CursorX: int = ..., CursorY: int = ..., ComputeHistogram: str | int = ..., HistSize: int = ..., HistMin: float = ..., HistMax: float = ...) -> StatsPort: ...
+    def add(self, type_name: Literal['stats'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., TSControl: str | int = ..., TSRead: int = ..., TSNumPoints: int = ..., TSAcquireMode: str | int = ..., ComputeStatistics: str | int = ..., BgdWidth: int = ..., ComputeCentroid: str | int = ..., CentroidThreshold: float = ..., ComputeProfiles: str | int = ..., CursorX: int = ..., CursorY: int = ..., ComputeHistogram: str | int = ..., HistSize: int = ..., HistMin: float = ..., HistMax: float = ...) -> StatsPort: ...
     @overload
     def add(self, type_name: Literal['process'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., SaveBackground: str | int = ..., EnableBackground: str | int = ..., SaveFlatField: str | int = ..., EnableFlatField: str | int = ..., ScaleFlatField: float = ..., EnableOffsetScale: str | int = ..., AutoOffsetScale: str | int = ..., Offset: float = ..., Scale: float = ..., EnableLowClip: str | int = ..., LowClipThresh: float = ..., LowClipValue: float = ..., EnableHighClip: str | int = ..., HighClipThresh: float = ..., HighClipValue: float = ..., DataTypeOut: str | int = ..., EnableFilter: str | int = ..., ResetFilter: str | int = ..., AutoResetFilter: str | int = ..., FilterCallbacks: str | int = ..., NumFilter: int = ..., FilterType: str | int = ..., FilterPrecision: str | int = ..., OOffset: float = ..., OScale: float = ..., OC1: float = ..., OC2: float = ..., OC3: float = ..., OC4: float = ..., FOffset: float = ..., FScale: float = ..., FC1: float = ..., FC2: float = ..., FC3: float = ..., FC4: float = ..., ROffset: float = ..., RC1: float = ..., RC2: float = ..., PortBackup: str = ...) -> ProcessPort: ...
     @overload
@@ -3597,6 +4215,20 @@ class Pipeline:
     def add(self, type_name: Literal['fft'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., FFTTimePerPointLink: float = ..., FFTTimePerPoint: float = ..., FFTDirection: str | int = ..., FFTSuppressDC: str | int = ..., FFTNumAverage: int = ..., FFTResetAverage: str | int = ..., Name: str = ...) -> FftPort: ...
     @overload
     def add(self, type_name: Literal['overlay'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ...) -> OverlayPort: ...
+    @overload
+    def add(self, type_name: Literal['circularbuff'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., Capture: str | int = ..., TriggerA: str = ..., TriggerB: str = ..., TriggerCalc: str = ..., PreCount: int = ..., PostCount: int = ..., Trigger: str | int = ..., PresetTriggerCount: int = ..., FlushOnSoftTrg: str | int = ...) -> CircularbuffPort: ...
+    @overload
+    def add(self, type_name: Literal['attribute'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., Reset: str | int = ...) -> AttributePort: ...
+    @overload
+    def add(self, type_name: Literal['pos'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., Filename: str = ..., Running: str | int = ..., Reset: str | int = ..., Delete: str | int = ..., Mode: str | int = ..., Missing: int = ..., Duplicate: int = ..., IDName: str = ..., IDStart: int = ..., IDDifference: int = ...) -> PosPort: ...
+    @overload
+    def add(self, type_name: Literal['roistat'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., TSControl: str | int = ..., TSRead: int = ..., TSNumPoints: int = ..., TSAcquireMode: str | int = ..., ResetAll: str | int = ...) -> RoistatPort: ...
+    @overload
+    def add(self, type_name: Literal['timeseries'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., TSAcquire: str | int = ..., TSRead: str | int = ..., TSNumPoints: int = ..., TSTimePerPointLink: float = ..., TSTimePerPoint: float = ..., TSAveragingTime: float = ..., TSAcquireMode: str | int = ...) -> TimeseriesPort: ...
+    @overload
+    def add(self, type_name: Literal['scatter'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., ScatterMethod: str | int = ...) -> ScatterPort: ...
+    @overload
+    def add(self, type_name: Literal['gather'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., NDArrayPort_1: str = ..., NDArrayAddress_1: int = ..., NDArrayPort_2: str = ..., NDArrayAddress_2: int = ..., NDArrayPort_3: str = ..., NDArrayAddress_3: int = ..., NDArrayPort_4: str = ..., NDArrayAddress_4: int = ..., NDArrayPort_5: str = ..., NDArrayAddress_5: int = ..., NDArrayPort_6: str = ..., NDArrayAddress_6: int = ..., NDArrayPort_7: str = ..., NDArrayAddress_7: int = ..., NDArrayPort_8: str = ..., NDArrayAddress_8: int = ...) -> GatherPort: ...
     @overload
     def add(self, type_name: str, name: str, prefix: str | None = None, **params: Any) -> Port: ...
     def add_python(self, name: str, func: Any, NDArrayPort: str | None = None,
