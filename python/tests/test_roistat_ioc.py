@@ -1,4 +1,4 @@
-"""ROIStat and Stats time series through the binary: a sim feeds a `roistat` port, whose
+"""ROIStat, TimeSeries and Stats time series through the binary: a sim feeds a `roistat` port, whose
 output (the same pixels, with the ROI results as attributes) feeds a `pva` port; the ROI
 results, their time series and the Stats port's TS waveforms read over pvAccess (p4p) equal
 numpy on the frames the pva port published.
@@ -40,6 +40,13 @@ BlockingCallbacks = "Yes"
 name = "STATS1"
 type = "stats"
 prefix = "Stats1:"
+NDArrayPort = "SIM1"
+BlockingCallbacks = "Yes"
+
+[[port]]
+name = "TS1"
+type = "timeseries"
+prefix = "TS1:"
 NDArrayPort = "SIM1"
 BlockingCallbacks = "Yes"
 
@@ -140,3 +147,22 @@ def test_roi_results_and_time_series_equal_numpy(ioc):
     np.testing.assert_allclose(np.asarray(ctx.get(P + "Stats1:TSTotal")), frame_totals, rtol=1e-12)
     np.testing.assert_allclose(np.asarray(ctx.get(P + "Stats1:TSMinValue")), frame_mins)
     assert ioc.ctx.get(P + "ROIStat1:1:Name_RBV") == "roi1"
+
+
+def test_timeseries_of_image_columns(ioc):
+    """A [64, 48] UInt16 frame is 64 signals x 48 time points to the TimeSeries port: signal s
+    over two frames is column s of each image, one after the other."""
+    ctx = ioc.ctx
+    ctx.put(P + "TS1:TSNumPoints", 96)
+    ctx.put(P + "TS1:TSAcquire", 1, wait=False)  # a busy record: completes when the series is full
+    ioc.wait_for(P + "TS1:TSAcquiring", lambda v: v.raw.value.index == 1)
+    images = []
+    for _ in range(2):
+        acquire(ioc)
+        images.append(ctx.get(P + "Pva1:Image").astype(np.float64))
+    ioc.wait_for(P + "TS1:TSAcquire_RBV", lambda v: v.raw.value.index == 0)
+    assert ctx.get(P + "TS1:TSCurrentPoint") == 96
+    for s in (0, 3, 7):
+        want = np.concatenate([img[:, s] for img in images])
+        np.testing.assert_array_equal(np.asarray(ctx.get(f"{P}TS1:{s + 1}:TimeSeries")), want)
+    assert len(ctx.get(P + "TS1:TSTimestamp")) == 96

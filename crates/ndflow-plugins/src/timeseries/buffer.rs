@@ -152,7 +152,7 @@ impl TsBuffer {
         self.len() == 0
     }
 
-    /// Calls `f` with each point of `row` (length `n_points`) in published order.
+    /// `row` (length `n_points`) in published order, into `out`.
     fn ordered(&self, row: &[f64], out: &mut Vec<f64>) {
         out.clear();
         if self.circular {
