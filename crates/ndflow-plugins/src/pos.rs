@@ -225,12 +225,9 @@ impl Plugin for PosPlugin {
                 }
             }
         } else if idx == ix.running && on {
-            let start = p.get_i64(ix.id_start);
-            let _ = p.set(ix.expected, start);
-            if list.is_empty() || p.get_i64(ix.index) as usize >= list.len() {
-                // Nothing to attach: the busy put completes at once.
-                let _ = p.set(ix.running, 0);
-            }
+            // As ADCore, an empty list is found out by the next frame (a list loaded before
+            // it is used), which then sets Running back to Idle.
+            let _ = p.set(ix.expected, p.get_i64(ix.id_start));
         } else if idx == ix.mode || (idx == ix.reset && on) {
             let mut w = vec![(ix.index, ParamValue::from(0))];
             if idx == ix.reset {

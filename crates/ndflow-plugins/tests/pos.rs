@@ -165,12 +165,16 @@ fn append_file_and_delete() {
     assert_eq!(int(&h, "Qty"), 2);
     h.put("Delete", 1).unwrap();
     assert_eq!(int(&h, "Qty"), 0);
+    // Running with an empty list: the next frame finds nothing to attach, is not passed on,
+    // and Running goes back to Idle.
     h.put("Running", 1).unwrap();
-    assert_eq!(
-        int(&h, "Running"),
-        0,
-        "nothing to attach: completes at once"
-    );
+    assert_eq!(int(&h, "Running"), 1);
+    assert!(feed(&h, &[7]).is_empty());
+    assert_eq!(int(&h, "Running"), 0);
+    // A list loaded after Running is set is used.
+    h.put("Running", 1).unwrap();
+    h.put("Filename", xml(&PTS[..1])).unwrap();
+    assert_eq!(feed(&h, &[1]), vec![(1, 0, 0)]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1,7 +1,7 @@
 //! EPICS calc expressions (libCom `postfix`/`calcPerform`), the subset trigger expressions use.
 //!
 //! Syntax and precedence follow EPICS base's `postfix.c` (lowest first):
-//! `? :` · `|| | OR XOR` · `&& & AND << >>` · `= == # != < <= > >=` · `+ -` · `* / %` ·
+//! `? :` · `|| | OR XOR` · `&& & AND << >> >>>` · `= == # != < <= > >=` · `+ -` · `* / %` ·
 //! `^ **` · unary `- ! ~ NOT` and functions. Binary operators of one level associate to the
 //! left (`2^3^2` = 64, as EPICS); a unary minus binds tighter than `^` (`-2^2` = 4).
 //! Names are case-insensitive. Operands: numbers (`1`, `2.5`, `1e3`, `0x1F`), the inputs
@@ -42,6 +42,8 @@ enum Bin {
     BitAnd,
     Shl,
     Shr,
+    /// `>>>`: logical (unsigned) right shift.
+    ShrLogic,
     Eq,
     Ne,
     Lt,
@@ -61,7 +63,7 @@ impl Bin {
         use Bin::*;
         match self {
             Or | BitOr | BitXor => 1,
-            And | BitAnd | Shl | Shr => 2,
+            And | BitAnd | Shl | Shr | ShrLogic => 2,
             Eq | Ne | Lt | Le | Gt | Ge => 3,
             Add | Sub => 4,
             Mul | Div | Mod => 5,
@@ -294,7 +296,8 @@ impl Parser {
                 "&&" => Bin::And,
                 "&" => Bin::BitAnd,
                 "<<" => Bin::Shl,
-                ">>" | ">>>" => Bin::Shr,
+                ">>" => Bin::Shr,
+                ">>>" => Bin::ShrLogic,
                 "=" | "==" => Bin::Eq,
                 "#" | "!=" => Bin::Ne,
                 "<" => Bin::Lt,
@@ -507,6 +510,7 @@ fn eval(e: &Expr, args: &[f64; NARGS]) -> f64 {
                 Bin::BitAnd => f64::from(int(x) & int(y)),
                 Bin::Shl => f64::from(int(x).wrapping_shl(int(y) as u32)),
                 Bin::Shr => f64::from(int(x).wrapping_shr(int(y) as u32)),
+                Bin::ShrLogic => f64::from((int(x) as u32).wrapping_shr(int(y) as u32)),
                 Bin::Eq => truth(x == y),
                 Bin::Ne => truth(x != y),
                 Bin::Lt => truth(x < y),
@@ -588,6 +592,8 @@ mod tests {
         assert_eq!(run("6|3", 0.0, 0.0), 7.0);
         assert_eq!(run("6 XOR 3", 0.0, 0.0), 5.0);
         assert_eq!(run("1<<4", 0.0, 0.0), 16.0);
+        assert_eq!(run("-16>>2", 0.0, 0.0), -4.0);
+        assert_eq!(run("-16>>>28", 0.0, 0.0), 15.0);
         assert_eq!(run("~0", 0.0, 0.0), -1.0);
     }
 
