@@ -65,8 +65,24 @@ def run(ioc, code, timeout=180):
     p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
                        capture_output=True, text=True, timeout=timeout)
     lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
-    assert p.returncode == 0 and lines, (p.stdout[-4000:] + p.stderr[-6000:] + ioc.log_text()[-3000:])
+    if p.returncode != 0 or not lines:
+        pytest.fail(p.stdout[-4000:] + p.stderr[-6000:] + ioc.log_text()[-3000:] + server_state(ioc))
     return json.loads(lines[-1][7:])
+
+
+def server_state(ioc):
+    """What the IOC says now over pvAccess, for a failure message: whether a frame was not
+    made, not written, or written but not posted."""
+    names = ["cam1:ArrayCounter_RBV", "cam1:DetectorState_RBV", "cam1:Acquire_RBV",
+             "HDF1:ArraysOffered_RBV", "HDF1:ArrayCounter_RBV", "HDF1:NumCaptured_RBV",
+             "HDF1:Capture_RBV", "HDF1:DroppedArrays_RBV", "HDF1:QueueUse", "HDF1:WriteMessage"]
+    out = []
+    for n in names:
+        try:
+            out.append(f"{n}={ioc.ctx.get(P + n, timeout=2)!r}")
+        except Exception as e:  # report, do not mask the failure
+            out.append(f"{n}: {e!r}")
+    return "\nIOC state after the failure: " + ", ".join(out)
 
 
 OPHYD_ASYNC = """
