@@ -785,7 +785,7 @@ fn ioc_rows(ctx: &Ctx) -> Result<Vec<Row>, String> {
         rows.push(array_row(
             "IOC image1:ArrayData -> pyepics",
             &j,
-            "posted at most every 10 ms (POST_INTERVAL)".into(),
+            "posted per frame, each client keeps the latest".into(),
         ));
         rows.push(pipeline_row(
             "IOC pipeline, 1 ArrayData client".into(),
