@@ -142,7 +142,9 @@ def test_native_types_follow_the_record_types(ioc):
                      "image1:ArrayData", "cam1:ArraySize_RBV", "TIFF1:Capture"]:
             pv = epics.PV(P + name)
             assert pv.wait_for_connection(5), name
-            out[name] = [pv.type.replace("time_", ""), pv.count]
+            # The channel's element count (NELM), not pv.count, which pyepics may set to the
+            # length of the data it has received so far (a path shorter than NELM).
+            out[name] = [pv.type.replace("time_", ""), epics.ca.element_count(pv.chid)]
             out[name + ".RTYP"] = epics.caget(P + name + ".RTYP")
         """,
     )
@@ -418,3 +420,31 @@ def test_caproto_client_gets_puts_and_monitors(ioc):
     # A refused put fails with the server's error status and changes nothing.
     assert out["refused"] == "ECA_PUTFAIL", out
     assert out["size_after"] == 1024
+
+
+def test_sim_color_mode_menu_is_simdetectors(ioc):
+    """ADSimDetector's ColorMode menu: Mono/RGB1/RGB2/RGB3 at positions 0-3 (standing for
+    NDColorMode 0, 2, 3, 4). A client putting position 1 gets RGB1 frames, as with the C IOC."""
+    out = run_client(
+        ioc,
+        """
+        pv = epics.PV(P + "cam1:ColorMode", form="ctrl")
+        pv.wait_for_connection(10)
+        out["menu"] = list(pv.get_ctrlvars()["enum_strs"])
+        epics.caput(P + "cam1:ColorMode", 1, wait=True)
+        out["rbv"] = epics.caget(P + "cam1:ColorMode_RBV", as_string=True, use_monitor=False)
+        out["rbv_index"] = epics.caget(P + "cam1:ColorMode_RBV", use_monitor=False)
+        epics.caput(P + "cam1:Acquire", 1, wait=True, timeout=30)
+        out["size0"] = epics.caget(P + "cam1:ArraySize0_RBV", use_monitor=False)
+        epics.caput(P + "cam1:ColorMode", "RGB3", wait=True)
+        out["rgb3"] = epics.caget(P + "cam1:ColorMode", use_monitor=False)
+        epics.caput(P + "cam1:ColorMode", "Mono", wait=True)
+        epics.caput(P + "cam1:Acquire", 1, wait=True, timeout=30)
+        out["mono_size0"] = epics.caget(P + "cam1:ArraySize0_RBV", use_monitor=False)
+        """,
+    )
+    assert out["menu"] == ["Mono", "RGB1", "RGB2", "RGB3"], out
+    assert (out["rbv"], out["rbv_index"]) == ("RGB1", 1), out
+    assert out["size0"] == 3, "RGB1 frames are [3, X, Y]"
+    assert out["rgb3"] == 3
+    assert out["mono_size0"] == 1024

@@ -102,6 +102,13 @@ pub struct ParamDef {
     /// The readback's menu where it differs from the setpoint's (ADBase: `Acquire` is
     /// Done/Acquire, `Acquire_RBV` Done/Acquiring). Same length as the setpoint's.
     pub readback_choices: Option<&'static [&'static str]>,
+    /// The value each menu entry stands for, where it is not the entry's position (an mbbo's
+    /// ZRVL, ONVL, …: ADSimDetector's ColorMode menu Mono/RGB1/RGB2/RGB3 is 0/2/3/4). The
+    /// store holds that value; protocols and config files speak the menu position.
+    pub menu_values: Option<&'static [i64]>,
+    /// Replaces an earlier table's declaration of the same name (a later template overriding
+    /// an earlier one's record, as simDetector.template does NDArrayBase's ColorMode).
+    pub overrides: bool,
 }
 
 impl ParamDef {
@@ -116,6 +123,8 @@ impl ParamDef {
             desc: "",
             record: RecordHint::Auto,
             readback_choices: None,
+            menu_values: None,
+            overrides: false,
         }
     }
     pub const fn int32(name: &'static str, default: i32) -> ParamDef {
@@ -168,6 +177,30 @@ impl ParamDef {
     pub const fn readback_choices(mut self, choices: &'static [&'static str]) -> ParamDef {
         self.readback_choices = Some(choices);
         self
+    }
+    /// The values the menu entries stand for (see [`ParamDef::menu_values`]).
+    pub const fn menu_values(mut self, values: &'static [i64]) -> ParamDef {
+        self.menu_values = Some(values);
+        self
+    }
+    /// This declaration replaces an earlier table's of the same name.
+    pub const fn overrides(mut self) -> ParamDef {
+        self.overrides = true;
+        self
+    }
+    /// The menu position of a stored enum value (the value itself without `menu_values`);
+    /// `None` for a value no entry stands for.
+    pub fn menu_index(&self, value: i64) -> Option<i64> {
+        match self.menu_values {
+            Some(v) => v.iter().position(|x| *x == value).map(|p| p as i64),
+            None => Some(value),
+        }
+    }
+    /// The stored value of menu entry `index`.
+    fn menu_value(&self, index: usize) -> i64 {
+        self.menu_values
+            .and_then(|v| v.get(index).copied())
+            .unwrap_or(index as i64)
     }
     /// The menu of the setpoint (`readback = false`) or readback PV; `None` for non-enums.
     pub fn choices(&self, readback: bool) -> Option<&'static [&'static str]> {
@@ -273,7 +306,7 @@ impl ParamDef {
                         choices: choices.join(", "),
                     });
                 }
-                ParamValue::Int(*i)
+                ParamValue::Int(self.menu_value(*i as usize))
             }
             (ParamKind::Enum(choices), ParamValue::Str(s)) => {
                 let idx = choices.iter().position(|c| c == s).or_else(|| {
@@ -283,7 +316,7 @@ impl ParamDef {
                         .filter(|i| *i < choices.len())
                 });
                 match idx {
-                    Some(i) => ParamValue::Int(i as i64),
+                    Some(i) => ParamValue::Int(self.menu_value(i)),
                     None => {
                         return Err(ParamError::BadEnum {
                             name: self.name.to_string(),
@@ -319,8 +352,9 @@ impl ParamDef {
     /// The value as JSON, enums as their string.
     pub fn to_json(&self, v: &ParamValue) -> serde_json::Value {
         match (&self.kind, v) {
-            (ParamKind::Enum(choices), ParamValue::Int(i)) => choices
-                .get(*i as usize)
+            (ParamKind::Enum(choices), ParamValue::Int(i)) => self
+                .menu_index(*i)
+                .and_then(|m| choices.get(m as usize))
                 .map_or(serde_json::Value::from(*i), |s| serde_json::Value::from(*s)),
             (_, ParamValue::Int(i)) => (*i).into(),
             (_, ParamValue::Float(f)) => serde_json::Number::from_f64(*f)
@@ -493,15 +527,20 @@ impl std::fmt::Debug for ParamStore {
 
 impl ParamStore {
     /// A store over the concatenation of `tables`; a later table may not repeat a name
-    /// (the first declaration wins; `duplicate_names` reports repeats for tests).
+    /// (the first declaration wins; `duplicate_names` reports repeats for tests) unless its
+    /// declaration says it [`ParamDef::overrides`] the earlier one.
     pub fn new(tables: &[&'static [ParamDef]]) -> ParamStore {
-        let mut defs = Vec::new();
+        let mut defs: Vec<&'static ParamDef> = Vec::new();
         let mut index = HashMap::new();
         for table in tables {
             for def in table.iter() {
-                if !index.contains_key(def.name) {
-                    index.insert(def.name, defs.len());
-                    defs.push(def);
+                match index.get(def.name) {
+                    None => {
+                        index.insert(def.name, defs.len());
+                        defs.push(def);
+                    }
+                    Some(&at) if def.overrides => defs[at] = def,
+                    Some(_) => {}
                 }
             }
         }
@@ -521,7 +560,7 @@ impl ParamStore {
         tables
             .iter()
             .flat_map(|t| t.iter())
-            .filter(|d| !seen.insert(d.name))
+            .filter(|d| !seen.insert(d.name) && !d.overrides)
             .map(|d| d.name)
             .collect()
     }
@@ -783,6 +822,62 @@ mod tests {
         assert_eq!(
             ParamStore::duplicate_names(&[TABLE, TABLE]).len(),
             TABLE.len()
+        );
+    }
+
+    const BASE: &[ParamDef] = &[ParamDef::enumeration(
+        "ColorMode",
+        &["Mono", "Bayer", "RGB1", "RGB2", "RGB3"],
+        0,
+    )];
+    const NARROW: &[ParamDef] =
+        &[
+            ParamDef::enumeration("ColorMode", &["Mono", "RGB1", "RGB2", "RGB3"], 0)
+                .menu_values(&[0, 2, 3, 4])
+                .overrides(),
+        ];
+
+    #[test]
+    fn an_overriding_menu_speaks_positions_and_stores_its_values() {
+        let st = ParamStore::new(&[BASE, NARROW]);
+        assert!(ParamStore::duplicate_names(&[BASE, NARROW]).is_empty());
+        let def = st.def(st.index("ColorMode").unwrap()).unwrap();
+        assert_eq!(
+            def.choices(false).unwrap().len(),
+            4,
+            "the later table's menu"
+        );
+        // A position (CA/pvAccess index, config integer) and a name store the entry's value.
+        assert_eq!(
+            st.put("ColorMode", ParamValue::from(1i64)).unwrap(),
+            ParamValue::Int(2)
+        );
+        assert_eq!(
+            st.put("ColorMode", ParamValue::from("RGB3")).unwrap(),
+            ParamValue::Int(4)
+        );
+        assert_eq!(
+            st.put("ColorMode", ParamValue::from("2")).unwrap(),
+            ParamValue::Int(3)
+        );
+        assert!(
+            st.put("ColorMode", ParamValue::from(4i64)).is_err(),
+            "only 4 entries"
+        );
+        assert!(st.put("ColorMode", ParamValue::from("Bayer")).is_err());
+        assert_eq!(def.to_json(&ParamValue::Int(3)), serde_json::json!("RGB2"));
+        assert_eq!((def.menu_index(4), def.menu_index(1)), (Some(3), None));
+        // Internal writes (a frame's colour mode as a readback) keep the value as it is.
+        st.set_by_name("ColorMode", 1i64).unwrap();
+        assert_eq!(st.get_by_name("ColorMode").unwrap(), ParamValue::Int(1));
+        // Without `overrides` the first declaration still wins.
+        const PLAIN: &[ParamDef] = &[ParamDef::int32("ColorMode", 9)];
+        let plain = PLAIN;
+        let st = ParamStore::new(&[BASE, plain]);
+        assert_eq!(st.def(0).unwrap().choices(false).unwrap().len(), 5);
+        assert_eq!(
+            ParamStore::duplicate_names(&[BASE, plain]),
+            vec!["ColorMode"]
         );
     }
 }

@@ -43,7 +43,8 @@ pub fn from_param<'py>(
     readback: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     if let (Some(choices), ParamValue::Int(i)) = (def.choices(readback), v) {
-        if let Some(s) = usize::try_from(*i).ok().and_then(|i| choices.get(i)) {
+        let position = def.menu_index(*i).and_then(|m| usize::try_from(m).ok());
+        if let Some(s) = position.and_then(|m| choices.get(m)) {
             return Ok(PyString::new(py, s).into_any());
         }
     }

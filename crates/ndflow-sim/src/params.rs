@@ -21,6 +21,12 @@ const SINE_NAMES: [[&str; 3]; 4] = [
 
 /// The simulated detector's parameters (areaDetector's record names and enum strings).
 pub const SIM_PARAMS: &[ParamDef] = &[
+    // simDetector.template narrows NDArrayBase's ColorMode menu to the modes it generates;
+    // the entries stand for NDColorMode_t values 0, 2, 3, 4 (the store keeps those).
+    ParamDef::enumeration("ColorMode", &["Mono", "RGB1", "RGB2", "RGB3"], 0)
+        .menu_values(&[0, 2, 3, 4])
+        .overrides()
+        .doc("Colour mode generated: Mono, RGB1, RGB2 or RGB3"),
     ParamDef::enumeration("SimMode", SIM_MODE_CHOICES, 0)
         .doc("Image pattern: LinearRamp, Peaks, Sine or Offset&Noise"),
     ParamDef::float64("GainX", 1.0).doc("Ramp slope in X; Sine: time scale in X"),

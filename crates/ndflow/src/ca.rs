@@ -273,7 +273,9 @@ pub fn to_ca(def: &ParamDef, native: NativeType, v: &ParamValue) -> CaValue {
     };
     match native {
         NativeType::String => CaValue::String(text()),
-        NativeType::Enum => CaValue::Enum(v.as_i64().unwrap_or(0).clamp(0, u16::MAX as i64) as u16),
+        NativeType::Enum => {
+            CaValue::Enum(crate::pvdir::menu_position(def, v).clamp(0, u16::MAX as i64) as u16)
+        }
         NativeType::Double if !matches!(def.kind, ParamKind::Array(_)) => {
             CaValue::Double(vec![v.as_f64().unwrap_or(0.0)])
         }

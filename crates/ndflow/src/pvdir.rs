@@ -525,6 +525,14 @@ impl PvDirectory {
     }
 }
 
+/// The menu position clients see for an enum value; a value no entry stands for shows as the
+/// first position past the menu (clients print the number), never as a wrong entry.
+pub fn menu_position(def: &ParamDef, v: &ParamValue) -> i64 {
+    let raw = v.as_i64().unwrap_or(0);
+    let len = def.choices(false).map_or(0, |c| c.len() as i64);
+    def.menu_index(raw).unwrap_or(len)
+}
+
 /// The PV suffixes of a parameter and which face each is.
 fn faces(def: &ParamDef) -> Vec<(String, Face)> {
     match def.access {

@@ -37,11 +37,18 @@ fn limits(d: &ParamDef) -> String {
 /// Markdown tables for one port type.
 pub fn markdown(type_name: &str) -> String {
     let mut out = String::new();
-    for (group, table) in registry::param_tables(type_name) {
+    let tables = registry::param_tables(type_name);
+    // A declaration a later table overrides (the sim's ColorMode) is listed only there.
+    let overridden = |name: &str, at: usize| {
+        tables[at + 1..]
+            .iter()
+            .any(|(_, t)| t.iter().any(|d| d.overrides && d.name == name))
+    };
+    for (at, (group, table)) in tables.iter().enumerate() {
         out.push_str(&format!("\n#### {group}\n\n"));
         out.push_str("| config key | PV suffixes | type | default | limits | description |\n");
         out.push_str("|---|---|---|---|---|---|\n");
-        for d in table {
+        for d in table.iter().filter(|d| !overridden(d.name, at)) {
             let key = if d.access == Access::ReadWrite {
                 d.name
             } else {

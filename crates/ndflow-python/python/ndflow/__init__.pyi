@@ -661,6 +661,14 @@ class _ADBaseParams:
 
 class _simsimDetectorParams:
     @property
+    def ColorMode(self) -> str:
+        """Colour mode generated: Mono, RGB1, RGB2 or RGB3 Choices: 'Mono', 'RGB1', 'RGB2', 'RGB3' (or their index). Kind: enum Mono|RGB1|RGB2|RGB3; default 'Mono'."""
+    @ColorMode.setter
+    def ColorMode(self, value: str | int) -> None: ...
+    @property
+    def ColorMode_RBV(self) -> str:
+        """Colour mode generated: Mono, RGB1, RGB2 or RGB3 Choices: 'Mono', 'RGB1', 'RGB2', 'RGB3' (or their index). Kind: enum Mono|RGB1|RGB2|RGB3; default 'Mono'."""
+    @property
     def SimMode(self) -> str:
         """Image pattern: LinearRamp, Peaks, Sine or Offset&Noise Choices: 'LinearRamp', 'Peaks', 'Sine', 'Offset&Noise' (or their index). Kind: enum LinearRamp|Peaks|Sine|Offset&Noise; default 'LinearRamp'."""
     @SimMode.setter

@@ -252,7 +252,7 @@ pub fn to_value(def: &ParamDef, desc: &FieldDesc, pv: &ParamValue) -> Value {
                 &mut v,
                 desc,
                 "value.index",
-                Value::I32(p.as_i64().unwrap_or(0) as i32),
+                Value::I32(crate::pvdir::menu_position(def, p) as i32),
             );
             set(
                 &mut v,
