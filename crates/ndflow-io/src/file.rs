@@ -167,6 +167,17 @@ impl Indices {
     }
 }
 
+/// The name FilePath/FileName/FileNumber/FileTemplate make now (areaDetector's
+/// createFileName): the next file to write, or the one ReadFile reads.
+fn current_name(p: &ParamStore, ix: &Indices) -> Result<String, String> {
+    format_file_name(
+        &p.get_str(ix.template),
+        &normalize_dir(&p.get_str(ix.file_path)),
+        &p.get_str(ix.file_name),
+        p.get_i64(ix.file_number),
+    )
+}
+
 /// A file being written: where it ends up and where it is written meanwhile.
 struct OpenFile {
     final_path: PathBuf,
@@ -247,13 +258,7 @@ impl<F: Format> FileWriterPlugin<F> {
     /// ReadFile: reads the file FilePath/FileName/FileNumber/FileTemplate names (FileNumber
     /// is not advanced, as areaDetector's readFile) and queues it for downstream.
     fn read_file(&self, p: &ParamStore, ix: &Indices) {
-        let name = format_file_name(
-            &p.get_str(ix.template),
-            &normalize_dir(&p.get_str(ix.file_path)),
-            &p.get_str(ix.file_name),
-            p.get_i64(ix.file_number),
-        );
-        let result = name.and_then(|name| {
+        let result = current_name(p, ix).and_then(|name| {
             let _ = p.set(ix.full_name, name.clone());
             let frame = self
                 .state
@@ -283,13 +288,7 @@ impl<F: Format> FileWriterPlugin<F> {
     /// The next file's name from FilePath/FileName/FileNumber/FileTemplate, with its
     /// directory checked (and created per CreateDirectory).
     fn next_path(&self, p: &ParamStore, ix: &Indices) -> Result<OpenFile, String> {
-        let dir = p.get_str(ix.file_path);
-        let name = format_file_name(
-            &p.get_str(ix.template),
-            &normalize_dir(&dir),
-            &p.get_str(ix.file_name),
-            p.get_i64(ix.file_number),
-        )?;
+        let name = current_name(p, ix)?;
         let final_path = PathBuf::from(&name);
         // As asynNDArrayDriver::createFileName / openFileBase: the name is published and the
         // number consumed as soon as the name is made, whether or not the open succeeds.
