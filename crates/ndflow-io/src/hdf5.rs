@@ -44,6 +44,7 @@ mod layout;
 mod reserve;
 mod settings;
 mod swmr;
+pub mod vds;
 pub mod xml_layout;
 mod xml_write;
 

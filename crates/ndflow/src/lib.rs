@@ -19,3 +19,4 @@ pub mod pvdir;
 pub mod reference;
 pub mod registry;
 pub mod status;
+pub mod vds;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use ndflow::{bench, bench_codec, bench_hdf5, bench_pva, ioc, reference, registry};
+use ndflow::{bench, bench_codec, bench_hdf5, bench_pva, ioc, reference, registry, vds};
 
 #[derive(Parser)]
 #[command(
@@ -61,6 +61,34 @@ enum Cmd {
     Bench {
         #[command(subcommand)]
         which: BenchCmd,
+    },
+    /// Stitch the HDF5 files of several writers into one master file: a virtual dataset of
+    /// every frame in uniqueId order (gaps reported and read as 0), plus the per-frame
+    /// attributes. See docs/scale-out.md.
+    Vds {
+        /// The master file to write (replaced if it exists; nothing is written on error).
+        #[arg(long, short)]
+        output: PathBuf,
+        /// The writers' files (any order).
+        #[arg(required = true, value_name = "PART.h5")]
+        parts: Vec<PathBuf>,
+        /// The frame dataset in each part.
+        #[arg(long, default_value = ndflow_io::hdf5::LINK_PATH)]
+        data: String,
+        /// The group of per-frame attribute datasets in each part.
+        #[arg(long, default_value = ndflow_io::hdf5::ATTR_GROUP)]
+        attributes: String,
+        /// The uniqueId dataset's name in that group.
+        #[arg(long, default_value = "NDArrayUniqueId")]
+        unique_id: String,
+        /// Also write the report as JSON.
+        #[arg(long, value_name = "FILE.json")]
+        json: Option<PathBuf>,
+        /// Exit with an error when frames are missing (the master is still written).
+        #[arg(long)]
+        strict: bool,
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Print the parameters of a port type (or of all, as Markdown with --markdown).
     Params {
@@ -325,6 +353,27 @@ fn main() -> ExitCode {
             })
             .map(|table| print!("{table}")),
         },
+        Cmd::Vds {
+            output,
+            parts,
+            data,
+            attributes,
+            unique_id,
+            json,
+            strict,
+            quiet,
+        } => vds::run(&vds::VdsArgs {
+            output,
+            parts,
+            options: ndflow_io::hdf5::vds::VdsOptions {
+                data,
+                attributes,
+                unique_id,
+            },
+            json,
+            strict,
+            quiet,
+        }),
         Cmd::Params {
             type_name,
             markdown,
