@@ -208,12 +208,54 @@ impl Config {
         Ok(cfg)
     }
 
+    /// Applies command-line overrides (`ndflow run --prefix P --set PORT.KEY=VALUE`): one
+    /// config file serves many processes that differ only in a few settings (the writers of
+    /// a scale-out set, a systemd template unit). A set replaces the file's value of that key.
+    /// VALUE is an integer or a float when it reads as one, else a string; quote it
+    /// (`PORT.KEY="007"`) to force a string.
+    pub fn apply_overrides(
+        &mut self,
+        prefix: Option<&str>,
+        sets: &[(String, String, String)],
+    ) -> Result<(), ConfigError> {
+        if let Some(p) = prefix {
+            self.prefix = p.to_string();
+        }
+        for (port, key, value) in sets {
+            let names: Vec<&str> = self.ports.iter().map(|p| p.name.as_str()).collect();
+            let err = |message: String| ConfigError {
+                file: format!("--set {port}.{key}"),
+                line: None,
+                port: None,
+                key: None,
+                message,
+            };
+            let names_list = names.join(", ");
+            let Some(pc) = self.ports.iter_mut().find(|p| &p.name == port) else {
+                return Err(err(format!("no port named '{port}' (ports: {names_list})")));
+            };
+            if key == "name" || key == "type" || key == "prefix" || key.is_empty() {
+                return Err(err(format!(
+                    "'{key}' cannot be overridden (only a port's parameters can)"
+                )));
+            }
+            pc.settings.retain(|s| &s.key != key);
+            pc.settings.push(Setting {
+                key: key.clone(),
+                value: override_value(value),
+                line: 0,
+            });
+        }
+        Ok(())
+    }
+
     /// Creates every port, then wires them (NDArrayPort), then applies the other settings in
     /// file order, and finally the `Acquire` settings, so acquisition starts on a complete graph.
     pub fn build(&self, graph: &Graph, pvs: &ImagePvs) -> Result<(), ConfigError> {
         let at = |p: &PortConfig, s: Option<&Setting>, msg: String| ConfigError {
             file: self.file.clone(),
-            line: Some(s.map_or(p.line, |s| s.line)),
+            // Line 0: a command-line override, which has no line in the file.
+            line: Some(s.map_or(p.line, |s| s.line)).filter(|&l| l != 0),
             port: Some(p.name.clone()),
             key: s.map(|s| s.key.clone()),
             message: msg,
@@ -433,4 +475,19 @@ fn parse_access(t: &Table) -> Result<AccessRule, (String, String)> {
         ));
     }
     Ok(rule)
+}
+
+/// An override's value: `"text"` a string, else an integer or float when it reads as one.
+fn override_value(v: &str) -> ParamValue {
+    let t = v.trim();
+    if t.len() >= 2 && t.starts_with('"') && t.ends_with('"') {
+        return ParamValue::Str(t[1..t.len() - 1].to_string());
+    }
+    if let Ok(i) = t.parse::<i64>() {
+        return ParamValue::Int(i);
+    }
+    match t.parse::<f64>() {
+        Ok(f) if f.is_finite() => ParamValue::Float(f),
+        _ => ParamValue::Str(v.to_string()),
+    }
 }

@@ -22,6 +22,10 @@ pub struct RunOptions {
     pub no_pva: bool,
     /// Do not start the Channel Access server (overrides the config's `ca = true`).
     pub no_ca: bool,
+    /// `--prefix`: replaces the config's prefix.
+    pub prefix: Option<String>,
+    /// `--set PORT.KEY=VALUE` overrides, applied in order.
+    pub sets: Vec<(String, String, String)>,
 }
 
 /// The embedded demo pipeline, acquiring `frames` frames.
@@ -34,7 +38,9 @@ static STOP: AtomicBool = AtomicBool::new(false);
 
 /// Builds the graph from `text` and runs it until idle (with `until_idle`) or Ctrl-C.
 pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
-    let cfg = Config::parse(text, file).map_err(|e| e.to_string())?;
+    let mut cfg = Config::parse(text, file).map_err(|e| e.to_string())?;
+    cfg.apply_overrides(opts.prefix.as_deref(), &opts.sets)
+        .map_err(|e| e.to_string())?;
     let graph = Arc::new(Graph::new(cfg.threads));
     // EPICS_PV entries of NDAttributes files read their PVs over Channel Access.
     graph.set_pv_reader(Arc::new(crate::pv_attrs::CaPvReader::default()));

@@ -14,6 +14,7 @@ pub mod ca;
 pub mod config;
 pub mod ioc;
 pub mod pv_attrs;
+pub mod pv_cmd;
 pub mod pva;
 pub mod pvdir;
 pub mod reference;

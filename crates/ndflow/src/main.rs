@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use ndflow::{bench, bench_codec, bench_hdf5, bench_pva, ioc, reference, registry, vds};
+use ndflow::{bench, bench_codec, bench_hdf5, bench_pva, ioc, pv_cmd, reference, registry, vds};
 
 #[derive(Parser)]
 #[command(
@@ -39,6 +39,13 @@ enum Cmd {
         /// Do not serve PVs over Channel Access (the config's `ca = false` does the same).
         #[arg(long)]
         no_ca: bool,
+        /// Replace the config's PV prefix (e.g. one writer config for many processes).
+        #[arg(long, value_name = "PREFIX")]
+        prefix: Option<String>,
+        /// Override a port's setting, e.g. --set HDF1.FileName=w1 (repeatable; a quoted
+        /// value, PORT.KEY='"007"', stays a string).
+        #[arg(long, value_name = "PORT.KEY=VALUE", value_parser = bench::parse_setting)]
+        set: Vec<(String, String, String)>,
     },
     /// Run the embedded default pipeline (simulated detector → ROI/Stats/Process/StdArrays).
     Demo {
@@ -90,6 +97,12 @@ enum Cmd {
         #[arg(long, short)]
         quiet: bool,
     },
+    /// Read, write or wait for PVs over pvAccess (for scripts; the server is found through
+    /// EPICS_PVA_ADDR_LIST / EPICS_PVA_NAME_SERVERS as by any pvAccess client).
+    Pv {
+        #[command(subcommand)]
+        op: PvCmd,
+    },
     /// Print the parameters of a port type (or of all, as Markdown with --markdown).
     Params {
         /// Port type (sim, roi, stats, process, stdarrays); all when omitted.
@@ -97,6 +110,31 @@ enum Cmd {
         type_name: Option<String>,
         #[arg(long)]
         markdown: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum PvCmd {
+    /// Print `NAME VALUE` for each PV (enums as their choice, arrays as their length).
+    Get {
+        #[arg(required = true)]
+        names: Vec<String>,
+        #[arg(long, default_value_t = 5.0)]
+        timeout: f64,
+    },
+    /// Write a value (a number, or text such as an enum's choice).
+    Put {
+        name: String,
+        value: String,
+        #[arg(long, default_value_t = 5.0)]
+        timeout: f64,
+    },
+    /// Wait until a PV reads VALUE (as `get` prints it, or the same number).
+    Wait {
+        name: String,
+        value: String,
+        #[arg(long, default_value_t = 30.0)]
+        timeout: f64,
     },
 }
 
@@ -239,6 +277,8 @@ fn main() -> ExitCode {
             quiet,
             no_pva,
             no_ca,
+            prefix,
+            set,
         } => std::fs::read_to_string(&config)
             .map_err(|e| format!("cannot read {}: {e}", config.display()))
             .and_then(|text| {
@@ -252,6 +292,8 @@ fn main() -> ExitCode {
                         print_table: false,
                         no_pva,
                         no_ca,
+                        prefix,
+                        sets: set,
                     },
                 )
             }),
@@ -271,6 +313,8 @@ fn main() -> ExitCode {
                 print_table: true,
                 no_pva: !pva,
                 no_ca: !ca,
+                prefix: None,
+                sets: Vec::new(),
             },
         ),
         Cmd::Bench { which } => match which {
@@ -374,6 +418,19 @@ fn main() -> ExitCode {
             strict,
             quiet,
         }),
+        Cmd::Pv { op } => match op {
+            PvCmd::Get { names, timeout } => pv_cmd::get(&names, timeout),
+            PvCmd::Put {
+                name,
+                value,
+                timeout,
+            } => pv_cmd::put(&name, &value, timeout),
+            PvCmd::Wait {
+                name,
+                value,
+                timeout,
+            } => pv_cmd::wait(&name, &value, timeout),
+        },
         Cmd::Params {
             type_name,
             markdown,

@@ -226,12 +226,16 @@ pub fn create(graph: &Graph, p: &PortConfig, prefix: &str, pvs: &ImagePvs) -> Re
         let pv = PvaPlugin::new_pv();
         pvs.add(name.clone(), pv.clone())?;
         graph
-            .add_plugin(&p.name, Arc::new(PvaPlugin::new(pv, name.clone())))
+            .add_plugin(&p.name, Arc::new(PvaPlugin::new(pv.clone(), name.clone())))
             .map_err(|e| e.to_string())?;
         if let Some(port) = graph.port(&p.name) {
             port.params()
                 .set_by_name("PvName", name)
                 .map_err(|e| e.to_string())?;
+            let params = Arc::clone(port.params());
+            pv.on_subscribers_changed(move |n| {
+                let _ = params.set_by_name("Subscribers", n as i64);
+            });
         }
         return Ok(());
     }

@@ -78,7 +78,11 @@ fn describe(r: &VdsReport) -> String {
             (Some(a), Some(b)) => format!("uniqueId {a}..={b}"),
             _ => "no frames".into(),
         };
-        let swmr = if p.swmr { " (still being written: SWMR)" } else { "" };
+        let swmr = if p.swmr {
+            " (still being written: SWMR)"
+        } else {
+            ""
+        };
         out += &format!(
             "  {}: {} frames, {range}{swmr}\n",
             p.path.display(),

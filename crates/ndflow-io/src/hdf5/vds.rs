@@ -100,13 +100,32 @@ impl VdsReport {
 #[derive(Debug)]
 pub enum VdsError {
     NoParts,
-    Unreadable { path: PathBuf, why: String },
-    MissingDataset { path: PathBuf, dataset: String },
-    Invalid { path: PathBuf, what: String },
-    Mismatch { path: PathBuf, what: String },
-    Duplicate { uid: i64, first: String, second: String },
+    Unreadable {
+        path: PathBuf,
+        why: String,
+    },
+    MissingDataset {
+        path: PathBuf,
+        dataset: String,
+    },
+    Invalid {
+        path: PathBuf,
+        what: String,
+    },
+    Mismatch {
+        path: PathBuf,
+        what: String,
+    },
+    Duplicate {
+        uid: i64,
+        first: String,
+        second: String,
+    },
     NoFrames,
-    Write { path: PathBuf, why: String },
+    Write {
+        path: PathBuf,
+        why: String,
+    },
 }
 
 impl fmt::Display for VdsError {
@@ -494,7 +513,10 @@ fn virtual_dataset(
 ) -> h5::Result<h5::Dataset> {
     let mut shape = vec![plan.frames];
     shape.extend_from_slice(rest);
-    let mut b = group.new_dataset_builder().empty_as(dtype).shape(shape.clone());
+    let mut b = group
+        .new_dataset_builder()
+        .empty_as(dtype)
+        .shape(shape.clone());
     for run in plan.runs {
         let part = &plan.opened[run.part];
         let src_ds = part.file.dataset(source)?;
@@ -543,14 +565,7 @@ fn write_master(path: &Path, plan: &Plan<'_>) -> h5::Result<()> {
     let detector = group(&instrument, "detector", "NXdetector")?;
     let first = &plan.opened[0];
     let rest = &first.shape[1..];
-    let data = virtual_dataset(
-        &detector,
-        "data",
-        plan,
-        &plan.opts.data,
-        &first.dtype,
-        rest,
-    )?;
+    let data = virtual_dataset(&detector, "data", plan, &plan.opts.data, &first.dtype, rest)?;
     data.new_attr::<i32>().create("signal")?.write_scalar(&1)?;
     data.new_attr::<i64>()
         .create("first_unique_id")?
@@ -603,9 +618,14 @@ mod tests {
     #[test]
     fn irregular_rows_split_into_runs() {
         let r = runs(0, &[0, 1, 2, 5, 8, 9, 3]);
-        let got: Vec<(usize, u64, u64, usize)> =
-            r.iter().map(|r| (r.src, r.dest, r.stride, r.count)).collect();
-        assert_eq!(got, vec![(0, 0, 1, 3), (3, 5, 3, 2), (5, 9, 1, 1), (6, 3, 1, 1)]);
+        let got: Vec<(usize, u64, u64, usize)> = r
+            .iter()
+            .map(|r| (r.src, r.dest, r.stride, r.count))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(0, 0, 1, 3), (3, 5, 3, 2), (5, 9, 1, 1), (6, 3, 1, 1)]
+        );
         // Every row is in exactly one run.
         assert_eq!(r.iter().map(|r| r.count).sum::<usize>(), 7);
     }

@@ -59,7 +59,11 @@ struct Inner {
     post_lock: Mutex<()>,
     overruns: AtomicU64,
     posts: AtomicU64,
+    /// Told the live subscription count when a subscription starts.
+    on_subscribers: RwLock<Option<SubscriberWatch>>,
 }
+
+type SubscriberWatch = Arc<dyn Fn(usize) + Send + Sync>;
 
 /// A PV with shared state; clones are handles to the same PV.
 #[derive(Clone)]
@@ -98,6 +102,7 @@ impl SharedPv {
                 post_lock: Mutex::new(()),
                 overruns: AtomicU64::new(0),
                 posts: AtomicU64::new(0),
+                on_subscribers: RwLock::new(None),
             }),
         }
     }
@@ -256,8 +261,31 @@ impl SharedPv {
     /// Start a subscription with the current value, under the state lock so that no post can
     /// slip between reading the value and the subscription starting.
     pub(crate) fn start(&self, sub: &Subscription) {
-        let st = lock(&self.inner.state);
-        sub.start(&st.current);
+        let count = {
+            let st = lock(&self.inner.state);
+            sub.start(&st.current);
+            st.subs.iter().filter(|s| !s.is_closed()).count()
+        };
+        let watch = self
+            .inner
+            .on_subscribers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(f) = watch {
+            f(count);
+        }
+    }
+
+    /// Calls `f` with the live subscription count each time a subscription starts, so a
+    /// publisher can show its subscribers before it posts anything (a lossless scale-out head
+    /// waits for its writers that way). Closed subscriptions show at the next post.
+    pub fn on_subscribers_changed(&self, f: impl Fn(usize) + Send + Sync + 'static) {
+        *self
+            .inner
+            .on_subscribers
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(f));
     }
 
     /// Whether two handles name the same PV.
