@@ -176,7 +176,7 @@ class NdflowIoc:
     to it (`ctx` unwraps normative types, `raw` does not). Stop with `close()` (SIGTERM: the IOC
     stops acquisition, drains and exits)."""
 
-    def __init__(self, ndflow_bin, tmp, config, extra_env=None):
+    def __init__(self, ndflow_bin, tmp, config, extra_env=None, args=()):
         import time
 
         from p4p.client.thread import Context
@@ -200,8 +200,9 @@ class NdflowIoc:
         env.update(extra_env or {})
         self.log = open(pathlib.Path(tmp) / "ioc.log", "w+")
         self.proc = subprocess.Popen(
-            [str(ndflow_bin), "run", str(cfg), "--quiet"], env=env, stdout=self.log, stderr=subprocess.STDOUT
+            [str(ndflow_bin), "run", str(cfg), "--quiet", *args], env=env, stdout=self.log, stderr=subprocess.STDOUT
         )
+        self.tcp_port = tcp
         self.conf = {
             "EPICS_PVA_ADDR_LIST": "127.0.0.1",
             "EPICS_PVA_AUTO_ADDR_LIST": "NO",

@@ -271,6 +271,12 @@ impl PvDirectory {
             // Busy records (Acquire, Capture, …) change once per operation and clients wait
             // for their transitions (ophyd-async arms by watching Acquire_RBV go to 1), so
             // every value is posted as it happens, never folded into the next round.
+            if v.as_i64() == Some(0) {
+                // The end of an operation: what it changed (counters, file names) goes out
+                // first, so a client that sees Done and then reads a counter reads its final
+                // value (as areaDetector posts them in one callParamCallbacks).
+                self.flush_pending();
+            }
             self.post_value(slot, v);
             if v.as_i64() != Some(0) {
                 return;

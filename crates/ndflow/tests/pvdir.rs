@@ -294,3 +294,51 @@ fn busy_record_transitions_are_never_folded_away() {
     }
     g.shutdown();
 }
+
+/// A client that sees an operation end (Acquire back to 0) and then reads a counter must read
+/// its final value: what the operation changed is posted before its end, even when no put is
+/// waiting for it (the acquisition was started by another client or by the config).
+#[test]
+fn an_operation_end_is_posted_after_what_it_changed() {
+    let (g, dir) = setup(AccessRules::default());
+    let acquire = dir.entry(dir.find("D:cam1:Acquire").unwrap()).unwrap().slot;
+    let counter = dir
+        .entry(dir.find("D:cam1:ArrayCounter_RBV").unwrap())
+        .unwrap()
+        .slot;
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    dir.add_sink(Arc::new(move |s, v| {
+        if s == acquire || s == counter {
+            seen2.lock().push((s, v.clone()));
+        }
+    }));
+    let _publisher = dir.start_publisher().unwrap();
+    g.put("SIM1", "AcquirePeriod", 0.0).unwrap();
+    for round in 1..=10i64 {
+        g.put("SIM1", "ArrayCounter", 0i64).unwrap();
+        std::thread::sleep(Duration::from_millis(15));
+        seen.lock().clear();
+        g.put("SIM1", "Acquire", 1i64).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let done = |s: &Vec<(usize, ParamValue)>| {
+            s.iter()
+                .any(|(slot, v)| *slot == acquire && *v == ParamValue::Int(0))
+        };
+        while !done(&seen.lock()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let seen = seen.lock();
+        let end = seen
+            .iter()
+            .position(|(slot, v)| *slot == acquire && *v == ParamValue::Int(0))
+            .unwrap_or_else(|| panic!("round {round}: no end posted: {seen:?}"));
+        let last_count = seen[..end]
+            .iter()
+            .rev()
+            .find(|(slot, _)| *slot == counter)
+            .map(|(_, v)| v.clone());
+        assert_eq!(last_count, Some(ParamValue::Int(5)), "round {round}: {seen:?}");
+    }
+    g.shutdown();
+}

@@ -5,7 +5,9 @@
 //!
 //! Loss is counted two ways: `OverrunCounter` (the server squashed updates for us: its overrun
 //! bitset was not empty) as pvaDriver does, and `LostFrames` from gaps in the uniqueId sequence,
-//! which also catches frames the producer never sent. With `Lossless = Yes` the monitor is
+//! which also catches frames the producer never sent (unless CountUidGaps = No: a scale-out
+//! writer sees only the frames a Scatter gave it, and `ndflow vds` reports gaps over all
+//! writers instead). With `Lossless = Yes` the monitor is
 //! pipelined, so a lossless publisher waits for us instead of squashing.
 
 use std::time::Duration;
@@ -30,7 +32,10 @@ pub const PVA_DRIVER_PARAMS: &[ParamDef] = &[
         .doc("Updates the server reported as overrun (squashed) for this monitor"),
     ParamDef::int64("LostFrames", 0)
         .read_only()
-        .doc("Frames missing from the uniqueId sequence"),
+        .doc("Frames missing from the uniqueId sequence (when CountUidGaps = Yes)"),
+    ParamDef::yes_no("CountUidGaps", 1).doc(
+        "Count uniqueId gaps as LostFrames; No for one of several writers fed by a Scatter, which sees only its share",
+    ),
     ParamDef::int64("InvalidFrames", 0)
         .read_only()
         .doc("Updates that were not a usable NTNDArray (dropped; StatusMessage says why)"),
@@ -183,7 +188,8 @@ impl Driver for PvaDriver {
                     Err(ConvertError::Pool(e)) => return Err(DriverError::Core(e)),
                     Err(e) => return Err(self.invalid(params, e.to_string())),
                 };
-                if let Some(last) = self.last_uid {
+                let count_gaps = Self::flag(params, "CountUidGaps");
+                if let (Some(last), true) = (self.last_uid, count_gaps) {
                     let gap = i64::from(frame.unique_id) - i64::from(last) - 1;
                     if gap > 0 {
                         self.lost += gap;
