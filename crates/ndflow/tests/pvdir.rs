@@ -338,7 +338,11 @@ fn an_operation_end_is_posted_after_what_it_changed() {
             .rev()
             .find(|(slot, _)| *slot == counter)
             .map(|(_, v)| v.clone());
-        assert_eq!(last_count, Some(ParamValue::Int(5)), "round {round}: {seen:?}");
+        assert_eq!(
+            last_count,
+            Some(ParamValue::Int(5)),
+            "round {round}: {seen:?}"
+        );
     }
     g.shutdown();
 }
