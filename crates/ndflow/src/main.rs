@@ -205,6 +205,34 @@ enum BenchCmd {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Scale-out (seed 003): 1 head + N writer processes (examples/scaleout), on loopback and,
+    /// as root, in network namespaces with rate-limited links; aggregate GB/s, frames lost,
+    /// scaling efficiency, next to one process writing one file.
+    Scaleout {
+        /// Comma-separated writer counts.
+        #[arg(long, default_value = "1,2,4")]
+        writers: String,
+        /// Frames per row.
+        #[arg(long, default_value_t = 1000)]
+        frames: usize,
+        /// Frame size WIDTHxHEIGHT (UInt16).
+        #[arg(long, default_value = "1024x1024")]
+        size: String,
+        /// Rate of each writer's link in the namespace rows (tc units: 1gbit, 500mbit, ...).
+        #[arg(long, default_value = "1gbit")]
+        rate: String,
+        /// Skip the network-namespace rows.
+        #[arg(long)]
+        no_netns: bool,
+        /// Skip the loopback rows.
+        #[arg(long)]
+        no_loopback: bool,
+        /// Directory for the files (default /dev/shm if present, else the temp directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        #[arg(long, value_name = "FILE.json")]
+        json: Option<PathBuf>,
+    },
     /// Runtime overhead per plugin hop (a chain of no-op plugins).
     Hop {
         #[arg(long, value_name = "FILE.json")]
@@ -258,6 +286,16 @@ fn parse_sizes(s: &str) -> Result<Vec<(usize, usize, usize)>, String> {
             }
         })
         .collect()
+}
+
+/// "1024x1024" → (1024, 1024).
+fn parse_size(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("bad --size '{s}': expected WIDTHxHEIGHT, e.g. 1024x1024");
+    let (w, h) = s.split_once('x').ok_or_else(bad)?;
+    match (w.trim().parse::<usize>(), h.trim().parse::<usize>()) {
+        (Ok(w), Ok(h)) if (1..=65536).contains(&w) && (1..=65536).contains(&h) => Ok((w, h)),
+        _ => Err(bad()),
+    }
 }
 
 fn main() -> ExitCode {
@@ -332,6 +370,30 @@ fn main() -> ExitCode {
                 periods,
             }),
             BenchCmd::Hop { json } => bench::hop(json.as_ref()),
+            BenchCmd::Scaleout {
+                writers,
+                frames,
+                size,
+                rate,
+                no_netns,
+                no_loopback,
+                dir,
+                json,
+            } => parse_size(&size).and_then(|(width, height)| {
+                let writers = ndflow::bench_scaleout::parse_writers(&writers)?;
+                ndflow::bench_scaleout::run(&ndflow::bench_scaleout::ScaleoutOptions {
+                    writers,
+                    frames,
+                    width,
+                    height,
+                    dir,
+                    rate,
+                    netns: !no_netns,
+                    loopback: !no_loopback,
+                    json,
+                })
+                .map(|table| print!("{table}"))
+            }),
             BenchCmd::Hdf5 {
                 json,
                 python,

@@ -1,0 +1,653 @@
+//! `ndflow bench scaleout`: seed 003's many-writers measurement on this machine.
+//!
+//! Each row runs the example set-up as separate processes — the head
+//! (`examples/scaleout/head.toml`: simulator → Scatter → lossless pva ports) and N writers
+//! (`examples/scaleout/writer.toml`: pvadriver → HDF5 file, SWMR) — and times the frames from
+//! the put to `HEAD:cam1:Acquire` until every frame is in a writer's file (the writers'
+//! NumCaptured_RBV). Then the writers close their files and `ndflow vds` joins them: the
+//! frames it maps are the frames that arrived; the rest are reported lost.
+//!
+//! Modes: `loopback` (every process on 127.0.0.1, sharing the machine's cores) and, where the
+//! bench runs as root, `netns` (head and writers in network namespaces of their own, each
+//! writer on its own veth link rate-limited to `--rate`: separate hosts on their own links, as
+//! far as one machine can show them). The baseline is one process writing the same frames
+//! into one file without any network. Scaling efficiency = aggregate(N) / (N · aggregate(1))
+//! of the same mode.
+//!
+//! The bench's own control client polls the PVs every 20 ms (in netns mode from inside the
+//! head's namespace, where the head and every writer's control server are reachable).
+
+mod netns;
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::net::{TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ndflow_io::hdf5::vds::{build_vds, VdsOptions};
+use ndflow_pva::client::{Client, ClientConfig, PutValue};
+use serde_json::json;
+
+use crate::pv_cmd::value_text;
+
+const HEAD_TOML: &str = include_str!("../../../examples/scaleout/head.toml");
+const WRITER_TOML: &str = include_str!("../../../examples/scaleout/writer.toml");
+/// Writer servers and the head listen here inside their own namespaces.
+const NS_PORT: u16 = 5075;
+const POLL: Duration = Duration::from_millis(20);
+
+pub struct ScaleoutOptions {
+    pub writers: Vec<usize>,
+    pub frames: usize,
+    pub width: usize,
+    pub height: usize,
+    pub dir: Option<PathBuf>,
+    /// tc rate of each writer's link in netns mode (e.g. "1gbit").
+    pub rate: String,
+    pub netns: bool,
+    pub loopback: bool,
+    pub json: Option<PathBuf>,
+}
+
+/// "1,2,4" → [1, 2, 4].
+pub fn parse_writers(s: &str) -> Result<Vec<usize>, String> {
+    s.split(',')
+        .map(|t| match t.trim().parse::<usize>() {
+            Ok(n) if (1..=16).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "bad --writers entry '{t}': expected 1..16 (e.g. 1,2,4)"
+            )),
+        })
+        .collect()
+}
+
+/// A child process that is stopped (SIGINT: drain and close files) when dropped.
+struct Proc {
+    child: Child,
+    what: String,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn spawn(
+        netns: Option<&str>,
+        args: &[String],
+        env: &[(String, String)],
+        log: &Path,
+        what: &str,
+    ) -> Result<Proc, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(&exe);
+                c
+            }
+            None => Command::new(&exe),
+        };
+        let out = File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
+        let child = cmd
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("cannot start the {what}: {e}"))?;
+        Ok(Proc {
+            child,
+            what: what.to_string(),
+            log: log.to_path_buf(),
+        })
+    }
+
+    /// Fails with the log when the process has exited.
+    fn check(&mut self) -> Result<(), String> {
+        match self.child.try_wait() {
+            Ok(Some(st)) => Err(format!(
+                "the {} exited ({st}):\n{}",
+                self.what,
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn stop(&mut self) {
+        use nix::sys::signal::{kill, Signal};
+        use nix::unistd::Pid;
+        if let Ok(None) = self.child.try_wait() {
+            let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGINT);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn free_tcp() -> Result<u16, String> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+}
+
+fn free_udp() -> Result<u16, String> {
+    let s = UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    s.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+}
+
+/// The pvAccess environment of one process: its server on `bind:tcp` (beacons to its own
+/// loopback only), its client searching only `name_servers`.
+fn pva_env(bind: &str, tcp: u16, udp: u16, name_servers: Option<&str>) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = [
+        ("EPICS_PVA_AUTO_ADDR_LIST", "NO"),
+        ("EPICS_PVA_ADDR_LIST", "127.0.0.1"),
+        ("EPICS_PVA_INTF_ADDR_LIST", "127.0.0.1"),
+        ("EPICS_PVAS_AUTO_BEACON_ADDR_LIST", "NO"),
+        ("EPICS_PVAS_BEACON_ADDR_LIST", "127.0.0.1"),
+        ("EPICS_PVAS_INTF_ADDR_LIST", bind),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    for k in ["EPICS_PVAS_SERVER_PORT", "EPICS_PVA_SERVER_PORT"] {
+        v.push((k.into(), tcp.to_string()));
+    }
+    for k in ["EPICS_PVAS_BROADCAST_PORT", "EPICS_PVA_BROADCAST_PORT"] {
+        v.push((k.into(), udp.to_string()));
+    }
+    v.push((
+        "EPICS_PVA_NAME_SERVERS".into(),
+        name_servers.unwrap_or("").into(),
+    ));
+    v
+}
+
+/// The control client: finds PVs only on `servers` (host:port each).
+fn control_client(servers: &[String]) -> Result<Client, String> {
+    let list = servers.join(" ");
+    let cfg = ClientConfig::from_lookup(|k| match k {
+        "EPICS_PVA_NAME_SERVERS" => Some(list.clone()),
+        "EPICS_PVA_AUTO_ADDR_LIST" => Some("NO".into()),
+        "EPICS_PVA_ADDR_LIST" => Some("127.0.0.1".into()),
+        "EPICS_PVA_INTF_ADDR_LIST" => Some("127.0.0.1".into()),
+        _ => None,
+    })
+    .map_err(|e| e.to_string())?;
+    Client::new(cfg).map_err(|e| format!("control client: {e}"))
+}
+
+fn read(c: &Client, name: &str) -> Result<String, String> {
+    let (d, v) = c
+        .get(name, "", Duration::from_secs(5))
+        .map_err(|e| format!("{name}: {e}"))?;
+    Ok(value_text(&d, &v))
+}
+
+fn number(c: &Client, name: &str) -> Result<f64, String> {
+    let t = read(c, name)?;
+    t.parse::<f64>()
+        .map_err(|_| format!("{name}: '{t}' is not a number"))
+}
+
+fn put(c: &Client, name: &str, v: PutValue) -> Result<(), String> {
+    c.put(name, &[("value", v)], Duration::from_secs(10))
+        .map_err(|e| format!("{name}: {e}"))
+}
+
+/// Polls until `ok(value)` or `timeout`.
+fn wait(c: &Client, name: &str, timeout: f64, ok: impl Fn(&str) -> bool) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs_f64(timeout);
+    let mut last = String::from("(not connected)");
+    while Instant::now() < deadline {
+        if let Ok(v) = read(c, name) {
+            if ok(&v) {
+                return Ok(());
+            }
+            last = v;
+        }
+        std::thread::sleep(POLL);
+    }
+    Err(format!("{name} still {last} after {timeout} s"))
+}
+
+/// What the control client saw in one row.
+struct Measured {
+    seconds: f64,
+    /// Frames in each writer's file (NumCaptured_RBV), writer order.
+    captured: Vec<u64>,
+}
+
+/// Puts 1 to `acquire` once every `subscribers` PV shows a subscriber, and waits until the `files` (PV prefixes of the
+/// HDF5 ports) hold `frames` frames in all; then closes the files.
+fn measure(
+    c: &Client,
+    acquire: &str,
+    subscribers: &[String],
+    files: &[String],
+    frames: usize,
+) -> Result<Measured, String> {
+    for s in subscribers {
+        wait(c, s, 30.0, |v| v.parse::<f64>().is_ok_and(|n| n >= 1.0))?;
+    }
+    let t0 = Instant::now();
+    put(c, acquire, PutValue::Int(1))?;
+    let deadline = t0 + Duration::from_secs(900);
+    let (mut last_sum, mut last_change) = (0u64, Instant::now());
+    let (seconds, captured) = loop {
+        std::thread::sleep(POLL);
+        let captured: Vec<u64> = files
+            .iter()
+            .map(|f| number(c, &format!("{f}NumCaptured_RBV")).map(|n| n as u64))
+            .collect::<Result<_, _>>()?;
+        let sum: u64 = captured.iter().sum();
+        if sum >= frames as u64 {
+            break (t0.elapsed().as_secs_f64(), captured);
+        }
+        if sum != last_sum {
+            (last_sum, last_change) = (sum, Instant::now());
+        }
+        // Acquisition over and nothing arriving for 5 s: the rest is lost.
+        let idle = read(c, &format!("{}_RBV", acquire)).is_ok_and(|v| v == "Done");
+        if (idle && last_change.elapsed() > Duration::from_secs(5)) || Instant::now() > deadline {
+            break (last_change.duration_since(t0).as_secs_f64(), captured);
+        }
+    };
+    for f in files {
+        put(c, &format!("{f}Capture"), PutValue::Int(0))?;
+        wait(c, &format!("{f}Capture_RBV"), 60.0, |v| v == "Done")?;
+    }
+    Ok(Measured { seconds, captured })
+}
+
+#[derive(Clone)]
+struct Row {
+    mode: String,
+    writers: usize,
+    seconds: f64,
+    captured: Vec<u64>,
+    /// Frames `ndflow vds` found in the files.
+    mapped: u64,
+    frames: usize,
+    frame_bytes: usize,
+}
+
+impl Row {
+    fn gbps(&self) -> f64 {
+        self.mapped as f64 * self.frame_bytes as f64 / self.seconds / 1e9
+    }
+    fn lost(&self) -> u64 {
+        (self.frames as u64).saturating_sub(self.mapped)
+    }
+}
+
+fn sim_sets(o: &ScaleoutOptions) -> Vec<String> {
+    [
+        format!("SIM1.MaxSizeX={}", o.width),
+        format!("SIM1.MaxSizeY={}", o.height),
+        format!("SIM1.SizeX={}", o.width),
+        format!("SIM1.SizeY={}", o.height),
+        format!("SIM1.NumImages={}", o.frames),
+    ]
+    .into_iter()
+    .flat_map(|s| ["--set".to_string(), s])
+    .collect()
+}
+
+/// The head config: the example's, with a pva port per writer beyond its four.
+fn head_config(writers: usize) -> String {
+    let mut text = HEAD_TOML.to_string();
+    for k in 5..=writers {
+        let _ = write!(
+            text,
+            "\n[[port]]\nname = \"PVA{k}\"\ntype = \"pva\"\nprefix = \"Pva{k}:\"\nNDArrayPort = \"SCAT\"\nBlockingCallbacks = \"Yes\"\nLossless = \"Yes\"\n"
+        );
+    }
+    text
+}
+
+fn one_process_config(o: &ScaleoutOptions, dir: &Path) -> String {
+    format!(
+        r#"prefix = "ONE:"
+[[port]]
+name = "SIM1"
+type = "sim"
+prefix = "cam1:"
+DataType = "UInt16"
+SimMode = "Peaks"
+ImageMode = "Multiple"
+NumImages = {frames}
+AcquireTime = 0.0
+AcquirePeriod = 0.0
+
+[[port]]
+name = "HDF1"
+type = "hdf5"
+prefix = "HDF1:"
+NDArrayPort = "SIM1"
+BlockingCallbacks = "Yes"
+FilePath = "{dir}"
+FileName = "one"
+FileTemplate = "%s%s.h5"
+AutoIncrement = "No"
+FileWriteMode = "Stream"
+NumCapture = 0
+LazyOpen = "Yes"
+SWMRMode = "On"
+Capture = 1
+"#,
+        frames = o.frames,
+        dir = dir.display()
+    )
+}
+
+/// Counts the frames in `parts` through `ndflow vds` (master written beside them).
+fn count_frames(dir: &Path, parts: &[PathBuf]) -> Result<u64, String> {
+    let report = build_vds(&dir.join("master.h5"), parts, &VdsOptions::default())
+        .map_err(|e| e.to_string())?;
+    Ok(report.mapped)
+}
+
+fn one_process_row(o: &ScaleoutOptions, base: &Path) -> Result<Row, String> {
+    let dir = base.join("one");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let cfg = dir.join("one.toml");
+    std::fs::write(&cfg, one_process_config(o, &dir)).map_err(|e| e.to_string())?;
+    let (tcp, udp) = (free_tcp()?, free_udp()?);
+    let mut args = vec![
+        "run".to_string(),
+        cfg.display().to_string(),
+        "--quiet".into(),
+        "--no-ca".into(),
+    ];
+    args.extend(sim_sets(o));
+    let mut p = Proc::spawn(
+        None,
+        &args,
+        &pva_env("127.0.0.1", tcp, udp, None),
+        &dir.join("one.log"),
+        "one-process writer",
+    )?;
+    let c = control_client(&[format!("127.0.0.1:{tcp}")])?;
+    let m = measure(
+        &c,
+        "ONE:cam1:Acquire",
+        &[],
+        &["ONE:HDF1:".to_string()],
+        o.frames,
+    );
+    let m = m.map_err(|e| p.check().err().unwrap_or(e))?;
+    p.stop();
+    let mapped = count_frames(&dir, &[dir.join("one.h5")])?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(Row {
+        mode: "one process, no network".into(),
+        writers: 1,
+        seconds: m.seconds,
+        captured: m.captured,
+        mapped,
+        frames: o.frames,
+        frame_bytes: o.width * o.height * 2,
+    })
+}
+
+/// One head + `n` writers, on loopback or in namespaces.
+fn scaleout_row(o: &ScaleoutOptions, base: &Path, n: usize, in_netns: bool) -> Result<Row, String> {
+    let mode = if in_netns {
+        format!("netns, {} links", o.rate)
+    } else {
+        "loopback".to_string()
+    };
+    let dir = base.join(format!(
+        "{}-{n}",
+        if in_netns { "netns" } else { "loopback" }
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let tag = format!("ndso{}", std::process::id() % 100_000);
+    // Namespaces are deleted when `ns` drops, after the processes (declared later) stop.
+    let ns = if in_netns {
+        Some(netns::Netns::create(&tag, n, &o.rate)?)
+    } else {
+        None
+    };
+    let head_cfg = dir.join("head.toml");
+    std::fs::write(&head_cfg, head_config(n)).map_err(|e| e.to_string())?;
+    let writer_cfg = dir.join("writer.toml");
+    // In namespaces the bench's control client reaches the writers from the head's side of
+    // their links, which is not loopback: let that address write.
+    let writer_text = if in_netns {
+        format!(
+            "{WRITER_TOML}\n[[access]]\npvs = \"*\"\nhosts = [\"10.231.*\"]\nrights = \"write\"\n"
+        )
+    } else {
+        WRITER_TOML.to_string()
+    };
+    std::fs::write(&writer_cfg, writer_text).map_err(|e| e.to_string())?;
+
+    let (head_tcp, head_udp, bind) = if in_netns {
+        (NS_PORT, NS_PORT + 1, "0.0.0.0")
+    } else {
+        (free_tcp()?, free_udp()?, "127.0.0.1")
+    };
+    let mut procs = Vec::new();
+    let mut control = vec![format!("127.0.0.1:{head_tcp}")];
+    for k in 1..=n {
+        let (tcp, udp, head_at, place) = match &ns {
+            Some(ns) => (
+                NS_PORT,
+                NS_PORT + 1,
+                format!("{}:{NS_PORT}", netns::Netns::head_addr(k)),
+                Some(ns.writers[k - 1].clone()),
+            ),
+            None => (
+                free_tcp()?,
+                free_udp()?,
+                format!("127.0.0.1:{head_tcp}"),
+                None,
+            ),
+        };
+        control.push(match &ns {
+            Some(_) => format!("{}:{NS_PORT}", netns::Netns::writer_addr(k)),
+            None => format!("127.0.0.1:{tcp}"),
+        });
+        let args: Vec<String> = [
+            "run",
+            &writer_cfg.display().to_string(),
+            "--quiet",
+            "--no-ca",
+            "--prefix",
+            &format!("W{k}:"),
+            "--set",
+            &format!("PVAD1.PvName=HEAD:Pva{k}:Image"),
+            "--set",
+            &format!("HDF1.FilePath={}", dir.display()),
+            "--set",
+            &format!("HDF1.FileName=w{k}"),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        procs.push(Proc::spawn(
+            place.as_deref(),
+            &args,
+            &pva_env(bind, tcp, udp, Some(&head_at)),
+            &dir.join(format!("w{k}.log")),
+            &format!("writer {k}"),
+        )?);
+    }
+    let mut args = vec![
+        "run".to_string(),
+        head_cfg.display().to_string(),
+        "--quiet".into(),
+        "--no-ca".into(),
+    ];
+    args.extend(sim_sets(o));
+    for k in n + 1..=4 {
+        args.extend(["--set".into(), format!("PVA{k}.EnableCallbacks=Disable")]);
+    }
+    procs.push(Proc::spawn(
+        ns.as_ref().map(|n| n.head.as_str()),
+        &args,
+        &pva_env(bind, head_tcp, head_udp, None),
+        &dir.join("head.log"),
+        "head",
+    )?);
+
+    let subscribers: Vec<String> = (1..=n)
+        .map(|k| format!("HEAD:Pva{k}:Subscribers_RBV"))
+        .collect();
+    let files: Vec<String> = (1..=n).map(|k| format!("W{k}:HDF1:")).collect();
+    let frames = o.frames;
+    let head_ns = ns.as_ref().map(|n| n.head.clone());
+    // The control client runs in the head's namespace (netns) on a thread of its own.
+    let m = std::thread::spawn(move || -> Result<Measured, String> {
+        if let Some(h) = &head_ns {
+            netns::enter(h)?;
+        }
+        let c = control_client(&control)?;
+        measure(&c, "HEAD:cam1:Acquire", &subscribers, &files, frames)
+    })
+    .join()
+    .map_err(|_| "the control thread panicked".to_string())?;
+    let m = match m {
+        Ok(m) => m,
+        Err(e) => {
+            let why = procs.iter_mut().find_map(|p| p.check().err());
+            return Err(why.map_or(e.clone(), |w| format!("{e}\n{w}")));
+        }
+    };
+    for p in &mut procs {
+        p.stop();
+    }
+    drop(procs);
+    drop(ns);
+    let parts: Vec<PathBuf> = (1..=n).map(|k| dir.join(format!("w{k}.h5"))).collect();
+    let mapped = count_frames(&dir, &parts)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(Row {
+        mode,
+        writers: n,
+        seconds: m.seconds,
+        captured: m.captured,
+        mapped,
+        frames: o.frames,
+        frame_bytes: o.width * o.height * 2,
+    })
+}
+
+pub fn run(o: &ScaleoutOptions) -> Result<String, String> {
+    let base = match &o.dir {
+        Some(d) => d.clone(),
+        None if Path::new("/dev/shm").is_dir() => PathBuf::from("/dev/shm"),
+        None => std::env::temp_dir(),
+    }
+    .join(format!("ndflow-scaleout-{}", std::process::id()));
+    std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
+    let result = run_rows(o, &base);
+    let _ = std::fs::remove_dir_all(&base);
+    result
+}
+
+fn run_rows(o: &ScaleoutOptions, base: &Path) -> Result<String, String> {
+    let frame_mb = o.width as f64 * o.height as f64 * 2.0 / 1e6;
+    let mut out = format!(
+        "scale-out: {} frames of {}x{} UInt16 ({frame_mb:.2} MB), HDF5 with SWMR into {}\n",
+        o.frames,
+        o.width,
+        o.height,
+        base.display()
+    );
+    let mut rows: Vec<Row> = Vec::new();
+    eprintln!("[scaleout] one process, no network ...");
+    rows.push(one_process_row(o, base)?);
+    let mut modes = Vec::new();
+    if o.loopback {
+        modes.push(false);
+    }
+    if o.netns {
+        match netns::available() {
+            Ok(()) => modes.push(true),
+            Err(why) => {
+                let _ = writeln!(
+                    out,
+                    "netns rows skipped: {why} (they need root and `ip netns`)"
+                );
+            }
+        }
+    }
+    for in_netns in modes {
+        for &n in &o.writers {
+            eprintln!(
+                "[scaleout] {} with {n} writer(s) ...",
+                if in_netns { "netns" } else { "loopback" }
+            );
+            rows.push(scaleout_row(o, base, n, in_netns)?);
+        }
+    }
+    let baseline = rows[0].gbps();
+    let _ = writeln!(
+        out,
+        "{:<26} {:>7} {:>8} {:>9} {:>7} {:>10} {:>6}  per writer GB/s",
+        "path", "writers", "seconds", "agg GB/s", "lost", "efficiency", "x one"
+    );
+    let mut json_rows = Vec::new();
+    for r in &rows {
+        let one = rows
+            .iter()
+            .find(|x| x.mode == r.mode && x.writers == 1)
+            .map(Row::gbps);
+        let eff = one.map(|g1| r.gbps() / (r.writers as f64 * g1));
+        let per: Vec<f64> = r
+            .captured
+            .iter()
+            .map(|&c| c as f64 * r.frame_bytes as f64 / r.seconds / 1e9)
+            .collect();
+        let _ = writeln!(
+            out,
+            "{:<26} {:>7} {:>8.2} {:>9.3} {:>7} {:>10} {:>5.2}x  {}",
+            r.mode,
+            r.writers,
+            r.seconds,
+            r.gbps(),
+            r.lost(),
+            eff.map_or("-".into(), |e| format!("{e:.2}")),
+            r.gbps() / baseline,
+            per.iter()
+                .map(|g| format!("{g:.3}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        json_rows.push(json!({
+            "mode": r.mode, "writers": r.writers, "seconds": r.seconds,
+            "frames": r.frames, "mapped": r.mapped, "lost": r.lost(),
+            "aggregate_gbps": r.gbps(), "per_writer_gbps": per,
+            "efficiency": eff, "vs_one_process": r.gbps() / baseline,
+        }));
+    }
+    if let Some(p) = &o.json {
+        let doc = json!({
+            "frames": o.frames, "width": o.width, "height": o.height, "rate": o.rate,
+            "rows": json_rows,
+        });
+        std::fs::write(
+            p,
+            serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n",
+        )
+        .map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(out)
+}
