@@ -49,7 +49,7 @@ pids+=($!)
 
 echo "waiting for $N writers to subscribe to the head ..."
 for k in $(seq 1 "$N"); do head_pv wait "HEAD:Pva$k:Subscribers_RBV" 1 --timeout 30; done
-start=$(date +%s.%N)
+start=$(date +%s%N)
 head_pv put HEAD:cam1:Acquire 1
 head_pv wait HEAD:cam1:ArrayCounter_RBV "$FRAMES" --timeout 600
 head_pv wait HEAD:cam1:Acquire_RBV Done --timeout 60
@@ -60,8 +60,8 @@ for k in $(seq 1 "$N"); do
     env EPICS_PVA_NAME_SERVERS=127.0.0.1:$((BASE + 2 * k)) "$NDFLOW" pv put "W$k:HDF1:Capture" 0
     echo "writer $k: $sent frames"
 done
-end=$(date +%s.%N)
-echo "$FRAMES frames in $(echo "$end - $start" | bc) s"
+end=$(date +%s%N)
+echo "$FRAMES frames in $(( (end - start) / 1000000 )) ms"
 stop_all
 trap - EXIT
 "$NDFLOW" vds --output "$DIR/master.h5" "$DIR"/w*.h5

@@ -13,6 +13,7 @@ Loopback only (../shared/loopback.env with per-test free ports).
 """
 
 import json
+import os
 import pathlib
 import subprocess
 
@@ -318,3 +319,109 @@ def test_run_overrides_name_the_bad_port(ndflow_bin, tmp_path):
         timeout=30,
     )
     assert r.returncode != 0 and "NumCapture" in r.stderr, r.stderr
+
+
+def can_use_netns():
+    import os
+    import shutil
+
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        return False
+    return subprocess.run(["ip", "netns", "list"], capture_output=True).returncode == 0
+
+
+def test_bench_scaleout_counts_every_frame(ndflow_bin, tmp_path):
+    """The bench's rows (one process, loopback and, as root, namespaces with rate-limited links)
+    each write every frame once: `ndflow vds` over the writers' files finds them all."""
+    report = tmp_path / "scaleout.json"
+    args = [str(ndflow_bin), "bench", "scaleout", "--writers", "1,2", "--frames", "40", "--size", "128x96"]
+    args += ["--dir", str(tmp_path), "--json", str(report), "--rate", "500mbit", "--reps", "2"]
+    netns = can_use_netns()
+    if not netns:
+        args.append("--no-netns")
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = json.loads(report.read_text())["rows"]
+    modes = [(row["mode"], row["writers"]) for row in rows]
+    expected = [("one process, no network", 1), ("loopback", 1), ("loopback", 2)]
+    if netns:
+        expected += [("netns, 500mbit links", 1), ("netns, 500mbit links", 2)]
+    assert modes == expected
+    for row in rows:
+        assert row["mapped"] == 40 and row["lost"] == 0, row
+        assert sum(row["per_writer_gbps"]) == pytest.approx(row["aggregate_gbps"])
+    if netns:
+        out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert "ndso" not in out, "the bench deletes its namespaces"
+    assert not list(tmp_path.glob("ndflow-scaleout-*")), "the bench deletes its files"
+
+
+def test_service_definitions_in_docs_are_valid(ndflow_bin, tmp_path):
+    """docs/scale-out.md's systemd units and Kubernetes manifests: every ndflow command line in
+    them, run through `ndflow check` on the example configs (after the shell the manifest uses
+    has expanded it), builds."""
+    import re
+    import shlex
+    import sys
+
+    import yaml
+
+    text = (ROOT / "docs" / "scale-out.md").read_text()
+    # An `ndflow` on PATH that turns `run CONFIG ...` into `check CONFIG ...` on the examples.
+    shim_dir = tmp_path / "bin"
+    shim_dir.mkdir()
+    shim = shim_dir / "ndflow"
+    shim.write_text(
+        f"""#!{sys.executable}
+import os, sys
+args = [a.replace("/etc/ndflow/", "{EXAMPLES}/") for a in sys.argv[1:] if a != "--quiet"]
+assert args and args[0] == "run", args
+args[0] = "check"
+os.execv("{ndflow_bin}", ["{ndflow_bin}"] + args)
+"""
+    )
+    shim.chmod(0o755)
+    env = dict(os.environ, PATH=f"{shim_dir}:{os.environ['PATH']}")
+
+    def check(argv, extra_env=None):
+        r = subprocess.run(argv, capture_output=True, text=True, env={**env, **(extra_env or {})}, timeout=60)
+        assert r.returncode == 0 and ": OK:" in r.stdout, (argv, r.stdout, r.stderr)
+        return r.stdout
+
+    units = re.findall(r"```ini\n(.*?)```", text, re.S)
+    assert len(units) == 2
+    outs = []
+    for unit in units:
+        (line,) = [l for l in unit.splitlines() if l.startswith("ExecStart=")]
+        argv = shlex.split(line[len("ExecStart="):].replace("%i", "2"))
+        assert argv[0] == "/usr/local/bin/ndflow"
+        outs.append(check([str(shim)] + argv[1:]))
+    assert 'prefix "HEAD:"' in outs[0] and 'prefix "W2:"' in outs[1]
+
+    (manifests,) = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    docs = list(yaml.safe_load_all(manifests))
+    kinds = {d["kind"]: d for d in docs}
+    assert set(kinds) == {"StatefulSet", "Deployment"}
+    (writer,) = kinds["StatefulSet"]["spec"]["template"]["spec"]["containers"]
+    assert writer["command"] == ["/bin/sh", "-c"]
+    out = check(["/bin/sh", "-c", writer["args"][0]], {"POD_INDEX": "0"})
+    assert 'prefix "W1:"' in out
+    (head,) = kinds["Deployment"]["spec"]["template"]["spec"]["containers"]
+    assert head["command"] == ["ndflow"]
+    check([str(shim)] + head["args"])
+
+
+def test_run_script_on_this_machine(ndflow_bin, tmp_path):
+    """examples/scaleout/run.sh as a user runs it: 2 writers, every frame in the master."""
+    from pva_util import free_tcp_port
+
+    env = dict(os.environ, NDFLOW=str(ndflow_bin), NDFLOW_PORT_BASE=str(free_tcp_port()))
+    out = tmp_path / "run"
+    r = subprocess.run(
+        ["bash", str(EXAMPLES / "run.sh"), "2", "60", str(out)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "60 frames (uniqueId 1..=60), 60 with data from 2 parts, 0 missing" in r.stdout, r.stdout
+    with h5py.File(out / "master.h5", "r") as m:
+        assert m[DATA].shape == (60, 1024, 1024)
+        assert np.array_equal(m[UID][...], np.arange(1, 61))

@@ -49,6 +49,8 @@ pub struct ScaleoutOptions {
     pub netns: bool,
     pub loopback: bool,
     pub json: Option<PathBuf>,
+    /// Runs per row (interleaved: every row once, then again); the median counts.
+    pub reps: usize,
 }
 
 /// "1,2,4" → [1, 2, 4].
@@ -284,6 +286,8 @@ struct Row {
     mapped: u64,
     frames: usize,
     frame_bytes: usize,
+    /// Seconds of every run of this row (the row itself is the median run).
+    runs: Vec<f64>,
 }
 
 impl Row {
@@ -402,6 +406,7 @@ fn one_process_row(o: &ScaleoutOptions, base: &Path) -> Result<Row, String> {
         mapped,
         frames: o.frames,
         frame_bytes: o.width * o.height * 2,
+        runs: Vec::new(),
     })
 }
 
@@ -546,7 +551,20 @@ fn scaleout_row(o: &ScaleoutOptions, base: &Path, n: usize, in_netns: bool) -> R
         mapped,
         frames: o.frames,
         frame_bytes: o.width * o.height * 2,
+        runs: Vec::new(),
     })
+}
+
+/// "±x %": half the range of the runs' seconds over the median ("-" for one run).
+fn spread(runs: &[f64], median: f64) -> String {
+    let (lo, hi) = runs
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+    if runs.len() < 2 || median <= 0.0 {
+        "-".into()
+    } else {
+        format!("±{:.0}%", (hi - lo) / 2.0 / median * 100.0)
+    }
 }
 
 pub fn run(o: &ScaleoutOptions) -> Result<String, String> {
@@ -571,9 +589,6 @@ fn run_rows(o: &ScaleoutOptions, base: &Path) -> Result<String, String> {
         o.height,
         base.display()
     );
-    let mut rows: Vec<Row> = Vec::new();
-    eprintln!("[scaleout] one process, no network ...");
-    rows.push(one_process_row(o, base)?);
     let mut modes = Vec::new();
     if o.loopback {
         modes.push(false);
@@ -589,20 +604,43 @@ fn run_rows(o: &ScaleoutOptions, base: &Path) -> Result<String, String> {
             }
         }
     }
-    for in_netns in modes {
-        for &n in &o.writers {
-            eprintln!(
-                "[scaleout] {} with {n} writer(s) ...",
-                if in_netns { "netns" } else { "loopback" }
-            );
-            rows.push(scaleout_row(o, base, n, in_netns)?);
+    // (None = the one-process baseline, Some((netns, writers))).
+    let mut plan: Vec<Option<(bool, usize)>> = vec![None];
+    for &in_netns in &modes {
+        plan.extend(o.writers.iter().map(|&n| Some((in_netns, n))));
+    }
+    let mut runs: Vec<Vec<Row>> = vec![Vec::new(); plan.len()];
+    for rep in 1..=o.reps.max(1) {
+        for (i, what) in plan.iter().enumerate() {
+            let row = match *what {
+                None => {
+                    eprintln!("[scaleout] run {rep}: one process, no network ...");
+                    one_process_row(o, base)?
+                }
+                Some((in_netns, n)) => {
+                    let m = if in_netns { "netns" } else { "loopback" };
+                    eprintln!("[scaleout] run {rep}: {m} with {n} writer(s) ...");
+                    scaleout_row(o, base, n, in_netns)?
+                }
+            };
+            runs[i].push(row);
         }
     }
+    let rows: Vec<Row> = runs
+        .into_iter()
+        .map(|mut r| {
+            let secs: Vec<f64> = r.iter().map(|x| x.seconds).collect();
+            r.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+            let mut median = r.swap_remove(r.len() / 2);
+            median.runs = secs;
+            median
+        })
+        .collect();
     let baseline = rows[0].gbps();
     let _ = writeln!(
         out,
-        "{:<26} {:>7} {:>8} {:>9} {:>7} {:>10} {:>6}  per writer GB/s",
-        "path", "writers", "seconds", "agg GB/s", "lost", "efficiency", "x one"
+        "{:<26} {:>7} {:>8} {:>7} {:>9} {:>7} {:>10} {:>6}  per writer GB/s",
+        "path", "writers", "seconds", "spread", "agg GB/s", "lost", "efficiency", "x one"
     );
     let mut json_rows = Vec::new();
     for r in &rows {
@@ -618,10 +656,11 @@ fn run_rows(o: &ScaleoutOptions, base: &Path) -> Result<String, String> {
             .collect();
         let _ = writeln!(
             out,
-            "{:<26} {:>7} {:>8.2} {:>9.3} {:>7} {:>10} {:>5.2}x  {}",
+            "{:<26} {:>7} {:>8.2} {:>7} {:>9.3} {:>7} {:>10} {:>5.2}x  {}",
             r.mode,
             r.writers,
             r.seconds,
+            spread(&r.runs, r.seconds),
             r.gbps(),
             r.lost(),
             eff.map_or("-".into(), |e| format!("{e:.2}")),
@@ -634,7 +673,7 @@ fn run_rows(o: &ScaleoutOptions, base: &Path) -> Result<String, String> {
         json_rows.push(json!({
             "mode": r.mode, "writers": r.writers, "seconds": r.seconds,
             "frames": r.frames, "mapped": r.mapped, "lost": r.lost(),
-            "aggregate_gbps": r.gbps(), "per_writer_gbps": per,
+            "aggregate_gbps": r.gbps(), "per_writer_gbps": per, "run_seconds": r.runs,
             "efficiency": eff, "vs_one_process": r.gbps() / baseline,
         }));
     }

@@ -124,6 +124,53 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     Ok(())
 }
 
+/// `ndflow check`: builds the graph and the PV directory of a config (with the command-line
+/// overrides) exactly as `run` would, without starting acquisition or any server, and says
+/// what it holds. For validating configs and service definitions before deploying them.
+/// (CreateDirectory is left out, so a FilePath is not created either.)
+pub fn check(
+    text: &str,
+    file: &str,
+    prefix: Option<&str>,
+    sets: &[(String, String, String)],
+) -> Result<String, String> {
+    let mut cfg = Config::parse(text, file).map_err(|e| e.to_string())?;
+    cfg.apply_overrides(prefix, sets)
+        .map_err(|e| e.to_string())?;
+    let mut idle = cfg.clone();
+    // Nothing may happen: no acquisition, and no directories made for FilePath.
+    for p in &mut idle.ports {
+        p.settings
+            .retain(|s| s.key != "Acquire" && s.key != "CreateDirectory");
+    }
+    let graph = Arc::new(Graph::new(1));
+    let built = idle
+        .build(&graph, &Arc::new(ImagePvs::default()))
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            PvDirectory::build(
+                &graph,
+                &idle.prefix,
+                &idle.port_prefixes(),
+                idle.access.clone(),
+            )
+        });
+    graph.shutdown();
+    let dir = built?;
+    let ports: Vec<String> = cfg
+        .ports
+        .iter()
+        .map(|p| format!("{} ({})", p.name, p.type_name))
+        .collect();
+    Ok(format!(
+        "{file}: OK: prefix {:?}, {} ports: {}; {} PVs\n",
+        cfg.prefix,
+        ports.len(),
+        ports.join(", "),
+        dir.len()
+    ))
+}
+
 fn print_table(graph: &Graph, summary: &serde_json::Value) {
     println!(
         "{:<8} {:<18} {:>9} {:>9} {:>8} {:>10}",

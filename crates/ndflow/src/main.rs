@@ -47,6 +47,15 @@ enum Cmd {
         #[arg(long, value_name = "PORT.KEY=VALUE", value_parser = bench::parse_setting)]
         set: Vec<(String, String, String)>,
     },
+    /// Validate a config file (with the same --prefix/--set as `run`): builds every port and
+    /// PV name without acquiring or serving, and prints what it holds.
+    Check {
+        config: PathBuf,
+        #[arg(long, value_name = "PREFIX")]
+        prefix: Option<String>,
+        #[arg(long, value_name = "PORT.KEY=VALUE", value_parser = bench::parse_setting)]
+        set: Vec<(String, String, String)>,
+    },
     /// Run the embedded default pipeline (simulated detector → ROI/Stats/Process/StdArrays).
     Demo {
         /// Frames to acquire.
@@ -227,6 +236,9 @@ enum BenchCmd {
         /// Skip the loopback rows.
         #[arg(long)]
         no_loopback: bool,
+        /// Runs per row, interleaved; the median run is reported with the spread.
+        #[arg(long, default_value_t = 3)]
+        reps: usize,
         /// Directory for the files (default /dev/shm if present, else the temp directory).
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -335,6 +347,21 @@ fn main() -> ExitCode {
                     },
                 )
             }),
+        Cmd::Check {
+            config,
+            prefix,
+            set,
+        } => std::fs::read_to_string(&config)
+            .map_err(|e| format!("cannot read {}: {e}", config.display()))
+            .and_then(|text| {
+                ioc::check(
+                    &text,
+                    &config.display().to_string(),
+                    prefix.as_deref(),
+                    &set,
+                )
+            })
+            .map(|s| print!("{s}")),
         Cmd::Demo {
             frames,
             summary,
@@ -377,6 +404,7 @@ fn main() -> ExitCode {
                 rate,
                 no_netns,
                 no_loopback,
+                reps,
                 dir,
                 json,
             } => parse_size(&size).and_then(|(width, height)| {
@@ -391,6 +419,7 @@ fn main() -> ExitCode {
                     netns: !no_netns,
                     loopback: !no_loopback,
                     json,
+                    reps,
                 })
                 .map(|table| print!("{table}"))
             }),
