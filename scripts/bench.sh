@@ -23,3 +23,5 @@ echo "== codecs next to the C libraries (seed 003)"
 echo "== frames into Python (issue 14): the ndflow package's iterator and Python plugins vs a p4p monitor"
 (set -a; . ../shared/loopback.env; set +a
  .venv/bin/python python/bench/python_bench.py --json out/bench/python.json | tee out/bench/python.txt)
+echo "== scale-out (seed 003): 1 head + N writer processes; loopback and, as root, network namespaces with 1gbit links"
+./target/release/ndflow bench scaleout --json out/bench/scaleout.json | tee out/bench/scaleout.txt
