@@ -299,6 +299,18 @@ impl Row {
     }
 }
 
+/// `ndflow run CONFIG` of a process with a simulator (the head, the one-process baseline).
+fn run_args(cfg: &Path, o: &ScaleoutOptions) -> Vec<String> {
+    let mut args = vec![
+        "run".to_string(),
+        cfg.display().to_string(),
+        "--quiet".into(),
+        "--no-ca".into(),
+    ];
+    args.extend(sim_sets(o));
+    args
+}
+
 fn sim_sets(o: &ScaleoutOptions) -> Vec<String> {
     [
         format!("SIM1.MaxSizeX={}", o.width),
@@ -372,13 +384,7 @@ fn one_process_row(o: &ScaleoutOptions, base: &Path) -> Result<Row, String> {
     let cfg = dir.join("one.toml");
     std::fs::write(&cfg, one_process_config(o, &dir)).map_err(|e| e.to_string())?;
     let (tcp, udp) = (free_tcp()?, free_udp()?);
-    let mut args = vec![
-        "run".to_string(),
-        cfg.display().to_string(),
-        "--quiet".into(),
-        "--no-ca".into(),
-    ];
-    args.extend(sim_sets(o));
+    let args = run_args(&cfg, o);
     let mut p = Proc::spawn(
         None,
         &args,
@@ -494,13 +500,7 @@ fn scaleout_row(o: &ScaleoutOptions, base: &Path, n: usize, in_netns: bool) -> R
             &format!("writer {k}"),
         )?);
     }
-    let mut args = vec![
-        "run".to_string(),
-        head_cfg.display().to_string(),
-        "--quiet".into(),
-        "--no-ca".into(),
-    ];
-    args.extend(sim_sets(o));
+    let mut args = run_args(&head_cfg, o);
     for k in n + 1..=4 {
         args.extend(["--set".into(), format!("PVA{k}.EnableCallbacks=Disable")]);
     }

@@ -300,6 +300,10 @@ fn parse_sizes(s: &str) -> Result<Vec<(usize, usize, usize)>, String> {
         .collect()
 }
 
+fn read_config(path: &std::path::Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
 /// "1024x1024" → (1024, 1024).
 fn parse_size(s: &str) -> Result<(usize, usize), String> {
     let bad = || format!("bad --size '{s}': expected WIDTHxHEIGHT, e.g. 1024x1024");
@@ -329,30 +333,27 @@ fn main() -> ExitCode {
             no_ca,
             prefix,
             set,
-        } => std::fs::read_to_string(&config)
-            .map_err(|e| format!("cannot read {}: {e}", config.display()))
-            .and_then(|text| {
-                ioc::run(
-                    &text,
-                    &config.display().to_string(),
-                    &ioc::RunOptions {
-                        until_idle,
-                        summary,
-                        quiet,
-                        print_table: false,
-                        no_pva,
-                        no_ca,
-                        prefix,
-                        sets: set,
-                    },
-                )
-            }),
+        } => read_config(&config).and_then(|text| {
+            ioc::run(
+                &text,
+                &config.display().to_string(),
+                &ioc::RunOptions {
+                    until_idle,
+                    summary,
+                    quiet,
+                    print_table: false,
+                    no_pva,
+                    no_ca,
+                    prefix,
+                    sets: set,
+                },
+            )
+        }),
         Cmd::Check {
             config,
             prefix,
             set,
-        } => std::fs::read_to_string(&config)
-            .map_err(|e| format!("cannot read {}: {e}", config.display()))
+        } => read_config(&config)
             .and_then(|text| {
                 ioc::check(
                     &text,
