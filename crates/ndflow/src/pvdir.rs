@@ -21,6 +21,7 @@
 //!   its file — so every protocol's put-with-completion waits for the same event.
 //! - **Access** follows the `[[access]]` rules of the config ([`AccessRules`]).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -35,6 +36,12 @@ use crate::access::{AccessRules, Rights};
 
 /// Shortest time between two monitor posts of one parameter.
 pub const POST_INTERVAL: Duration = Duration::from_millis(10);
+
+thread_local! {
+    /// Busy records that a put running on this thread set to non-zero: posted once the put's
+    /// side effects are done (see [`PvDirectory::put_and_post`]), not in the middle of them.
+    static DEFERRED_BUSY: RefCell<Option<Vec<(usize, ParamValue)>>> = const { RefCell::new(None) };
+}
 
 /// Which of a parameter's PVs an entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,6 +278,20 @@ impl PvDirectory {
             // Busy records (Acquire, Capture, …) change once per operation and clients wait
             // for their transitions (ophyd-async arms by watching Acquire_RBV go to 1), so
             // every value is posted as it happens, never folded into the next round.
+            if v.as_i64() != Some(0) {
+                // Set by a put on this thread: its side effects (Capture resets NumCaptured)
+                // are not done yet; the put posts them first, then this start.
+                let deferred = DEFERRED_BUSY.with(|d| match d.borrow_mut().as_mut() {
+                    Some(list) => {
+                        list.push((slot, v.clone()));
+                        true
+                    }
+                    None => false,
+                });
+                if deferred {
+                    return;
+                }
+            }
             if v.as_i64() == Some(0) {
                 // The end of an operation: what it changed (counters, file names) goes out
                 // first, so a client that sees Done and then reads a counter reads its final
@@ -413,7 +434,7 @@ impl PvDirectory {
             && s.def.record.completes_when_done()
             && s.def.coerce(value.clone()).ok().and_then(|v| v.as_i64()) != Some(0);
         if !waits {
-            let r = graph.put(&s.port, s.def.name, value);
+            let r = self.put_and_post(&graph, &s.port, s.def.name, value);
             if r.is_ok() {
                 // A get after the put's reply must see the new value and everything the put
                 // changed (FilePath → FilePathExists), not wait for the publisher's next round.
@@ -433,7 +454,7 @@ impl PvDirectory {
             });
             id
         };
-        if let Err(err) = graph.put(&s.port, s.def.name, value) {
+        if let Err(err) = self.put_and_post(&graph, &s.port, s.def.name, value) {
             let mine = {
                 let mut w = self.waiters.lock();
                 w.1.iter()
@@ -444,6 +465,29 @@ impl PvDirectory {
                 (w.done)(Err(err.to_string()));
             }
         }
+    }
+
+    /// `Graph::put`, then posts what it changed before the start of the operation it began: a
+    /// client that sees `Capture_RBV` = 1 (or `Acquire_RBV` = 1) and then reads a counter the
+    /// start reset reads the reset value, never the previous operation's (ophyd-async reads
+    /// NumCaptured right after Capture_RBV = 1 to know where its frames start).
+    fn put_and_post(
+        &self,
+        graph: &Graph,
+        port: &str,
+        name: &str,
+        value: ParamValue,
+    ) -> Result<ParamValue, ndflow_runtime::GraphError> {
+        DEFERRED_BUSY.with(|d| *d.borrow_mut() = Some(Vec::new()));
+        let r = graph.put(port, name, value);
+        let started = DEFERRED_BUSY
+            .with(|d| d.borrow_mut().take())
+            .unwrap_or_default();
+        self.flush_pending();
+        for (slot, v) in started {
+            self.post_value(slot, &v);
+        }
+        r
     }
 
     /// Posts a slot's current value to every view at once (outside the rate limit).

@@ -346,3 +346,58 @@ fn an_operation_end_is_posted_after_what_it_changed() {
     }
     g.shutdown();
 }
+
+/// The start of an operation is posted after what the start changed: a client that sees
+/// `Capture_RBV` = 1 and then reads `NumCaptured_RBV` reads the new capture's 0, not the last
+/// capture's count (ophyd-async counts its frames from that read).
+#[test]
+fn an_operation_start_is_posted_after_what_it_reset() {
+    let (g, dir) = setup(AccessRules::default());
+    let slot = |name: &str| dir.entry(dir.find(name).unwrap()).unwrap().slot;
+    let (capture, captured) = (slot("D:HDF1:Capture"), slot("D:HDF1:NumCaptured_RBV"));
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    dir.add_sink(Arc::new(move |s, v| {
+        if s == capture || s == captured {
+            seen2.lock().push((s, v.clone()));
+        }
+    }));
+    let _publisher = dir.start_publisher().unwrap();
+    for (k, v) in [
+        ("FileWriteMode", ParamValue::Str("Stream".into())),
+        ("LazyOpen", ParamValue::Str("Yes".into())),
+        ("NumCapture", ParamValue::Int(0)),
+    ] {
+        put(&dir, &format!("D:HDF1:{k}"), v, None).0.unwrap();
+    }
+    let hdf = g.port("HDF1").unwrap().params().clone();
+    for round in 0..10 {
+        // What the previous capture left (as if it had written 7 frames).
+        hdf.set_by_name("NumCaptured", 7i64).unwrap();
+        std::thread::sleep(Duration::from_millis(25));
+        seen.lock().clear();
+        let id = dir.find("D:HDF1:Capture").unwrap();
+        dir.put(
+            id,
+            ParamValue::Int(1),
+            Some(&local()),
+            true,
+            Box::new(|_| {}),
+        );
+        let seen = seen.lock().clone();
+        let start = seen
+            .iter()
+            .position(|(s, v)| *s == capture && *v == ParamValue::Int(1))
+            .unwrap_or_else(|| panic!("round {round}: Capture = 1 not posted: {seen:?}"));
+        assert!(
+            seen[..start]
+                .iter()
+                .any(|(s, v)| *s == captured && *v == ParamValue::Int(0)),
+            "round {round}: NumCaptured = 0 must come before Capture = 1: {seen:?}"
+        );
+        put(&dir, "D:HDF1:Capture", ParamValue::Int(0), None)
+            .0
+            .unwrap();
+    }
+    g.shutdown();
+}
