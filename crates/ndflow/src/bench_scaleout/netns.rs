@@ -52,7 +52,8 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Whether this process may create namespaces (root with the `ip` tool); the reason if not.
+/// Whether this process may build the simulated hosts: root, `ip netns`, veth pairs and the
+/// tbf qdisc all work (tried on a scratch namespace, deleted again); the reason if not.
 pub fn available() -> Result<(), String> {
     // The effective uid is the second number of /proc/self/status's "Uid:" line.
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -64,7 +65,30 @@ pub fn available() -> Result<(), String> {
     if euid != Some(0) {
         return Err("not root".into());
     }
-    ip(&["netns", "list"]).map_err(|e| format!("no usable `ip netns`: {e}"))
+    let probe = format!("ndprobe{}", std::process::id() % 100_000);
+    ip(&["netns", "add", &probe]).map_err(|e| format!("no usable `ip netns`: {e}"))?;
+    let tried = ip(&[
+        "-n", &probe, "link", "add", "pa", "type", "veth", "peer", "name", "pb",
+    ])
+    .and_then(|()| {
+        let out = Command::new("ip")
+            .args([
+                "netns", "exec", &probe, "tc", "qdisc", "add", "dev", "pa", "root",
+            ])
+            .args(["tbf", "rate", "1gbit", "burst", "65536", "latency", "50ms"])
+            .output()
+            .map_err(|e| format!("cannot run tc: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "tc tbf: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    });
+    let _ = ip(&["netns", "del", &probe]);
+    tried
 }
 
 impl Netns {
