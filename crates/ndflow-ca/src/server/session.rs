@@ -8,7 +8,7 @@ use std::sync::{Arc, Weak};
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::fields::{self, Field, View};
+use super::fields::{self, Field, SharedReply, View};
 use super::monitor::{ConnSignal, Subscription};
 use super::ServerShared;
 use crate::dbr::{self, DbrType};
@@ -476,14 +476,32 @@ fn decode_put(c: &Chan, h: &Header, payload: &[u8]) -> Result<CaValue, (u32, Str
     Ok(conv.into_ca_value())
 }
 
+/// A message for the socket: bytes of its own, or a reply sharing a snapshot's wire-order
+/// values with every other sender of that snapshot.
+pub(crate) enum Outgoing {
+    Bytes(Vec<u8>),
+    Shared(SharedReply),
+}
+
+impl Outgoing {
+    /// The whole message in one buffer (tests, the fuzz harness).
+    pub(crate) fn into_vec(self) -> Vec<u8> {
+        match self {
+            Outgoing::Bytes(b) => b,
+            Outgoing::Shared(s) => s.to_vec(),
+        }
+    }
+}
+
 /// The EVENT_ADD message for one queued snapshot of `sub`.
-pub(crate) fn encode_update(sub: &Subscription, snap: &Snapshot, max_bytes: usize) -> Vec<u8> {
+pub(crate) fn encode_update(sub: &Subscription, snap: &Snapshot, max_bytes: usize) -> Outgoing {
+    let h = Header::new(cmd::EVENT_ADD, sub.dbr, 0, eca::NORMAL, sub.subid);
+    if let Some(r) = fields::shared_reply(sub.field, &sub.record, snap, h, sub.count, max_bytes) {
+        return Outgoing::Shared(r);
+    }
     let v = fields::view(sub.field, &sub.record, snap);
-    match fields::encode_reply(&v, sub.dbr, sub.count, max_bytes) {
-        Ok((body, n)) => message(
-            Header::new(cmd::EVENT_ADD, sub.dbr, n, eca::NORMAL, sub.subid),
-            &body,
-        ),
+    Outgoing::Bytes(match fields::encode_reply(&v, sub.dbr, sub.count, max_bytes) {
+        Ok((body, n)) => message(Header { count: n, ..h }, &body),
         Err(status) => {
             let size = DbrType::from_code(sub.dbr)
                 .map(|t| t.size_n(sub.count as usize))
@@ -497,7 +515,7 @@ pub(crate) fn encode_update(sub: &Subscription, snap: &Snapshot, max_bytes: usiz
                 &body,
             )
         }
-    }
+    })
 }
 
 /// A SEARCH reply: data type = server port, p1 = server address (~0 = "where this came from"),
