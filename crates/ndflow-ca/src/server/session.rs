@@ -270,11 +270,20 @@ impl Session {
             out.push(error_message(h, c.cid, eca::NORDACCESS, "no read access"));
             return;
         }
+        // A frame: its wire-order values, swapped once per post and shared, copied once.
+        let p1 = if notify { eca::NORMAL } else { h.p1 };
+        let head = Header::new(h.command, h.data_type, 0, p1, h.p2);
+        let max = self.srv.cfg.max_array_bytes;
+        let snap = c.pv.snapshot();
+        if let Some(r) = fields::shared_reply(c.field, &c.record, &snap, head, h.count, max) {
+            out.push(r.to_vec());
+            return;
+        }
         match fields::encode_reply(
-            &c.view(),
+            &fields::view(c.field, &c.record, &snap),
             h.data_type,
             h.count,
-            self.srv.cfg.max_array_bytes,
+            max,
         ) {
             Ok((body, n)) => out.push(reply(eca::NORMAL, n, &body)),
             Err(s @ (eca::TOLARGE | eca::BADTYPE)) => {
@@ -500,22 +509,24 @@ pub(crate) fn encode_update(sub: &Subscription, snap: &Snapshot, max_bytes: usiz
         return Outgoing::Shared(r);
     }
     let v = fields::view(sub.field, &sub.record, snap);
-    Outgoing::Bytes(match fields::encode_reply(&v, sub.dbr, sub.count, max_bytes) {
-        Ok((body, n)) => message(Header { count: n, ..h }, &body),
-        Err(status) => {
-            let size = DbrType::from_code(sub.dbr)
-                .map(|t| t.size_n(sub.count as usize))
-                .filter(|&s| s <= max_bytes);
-            let (n, body) = match size {
-                Some(s) => (sub.count, vec![0u8; s]),
-                None => (0, Vec::new()),
-            };
-            message(
-                Header::new(cmd::EVENT_ADD, sub.dbr, n, status, sub.subid),
-                &body,
-            )
-        }
-    })
+    Outgoing::Bytes(
+        match fields::encode_reply(&v, sub.dbr, sub.count, max_bytes) {
+            Ok((body, n)) => message(Header { count: n, ..h }, &body),
+            Err(status) => {
+                let size = DbrType::from_code(sub.dbr)
+                    .map(|t| t.size_n(sub.count as usize))
+                    .filter(|&s| s <= max_bytes);
+                let (n, body) = match size {
+                    Some(s) => (sub.count, vec![0u8; s]),
+                    None => (0, Vec::new()),
+                };
+                message(
+                    Header::new(cmd::EVENT_ADD, sub.dbr, n, status, sub.subid),
+                    &body,
+                )
+            }
+        },
+    )
 }
 
 /// A SEARCH reply: data type = server port, p1 = server address (~0 = "where this came from"),
