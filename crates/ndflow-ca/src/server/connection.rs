@@ -14,8 +14,8 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
-use super::monitor::ConnSignal;
 use super::fields::SharedReply;
+use super::monitor::ConnSignal;
 use super::session::{encode_update, Outgoing, Session};
 use super::ServerShared;
 use crate::header::Header;

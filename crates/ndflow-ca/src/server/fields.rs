@@ -329,10 +329,8 @@ pub(crate) const SHARE_BYTES: usize = 16 * 1024;
 
 /// Whether `value` is an array big enough to share its wire-order elements.
 pub(crate) fn is_large(value: &CaValue) -> bool {
-    !matches!(
-        value.native_type(),
-        NativeType::String | NativeType::Enum
-    ) && value.count() * value.native_type().elem_size() >= SHARE_BYTES
+    !matches!(value.native_type(), NativeType::String | NativeType::Enum)
+        && value.count() * value.native_type().elem_size() >= SHARE_BYTES
 }
 
 /// The elements of `snap`'s value in wire order, made on first use and kept with the
@@ -514,11 +512,31 @@ mod tests {
             CaValue::Float(floats.clone()),
             CaValue::Double(doubles.clone()),
             CaValue::Char(chars.clone()),
-            shared(NativeType::Short, shorts.iter().flat_map(|x| x.to_ne_bytes()).collect(), 0),
-            shared(NativeType::Short, shorts.iter().flat_map(|x| x.to_ne_bytes()).collect(), 1),
-            shared(NativeType::Long, longs.iter().flat_map(|x| x.to_ne_bytes()).collect(), 2),
-            shared(NativeType::Float, floats.iter().flat_map(|x| x.to_ne_bytes()).collect(), 0),
-            shared(NativeType::Double, doubles.iter().flat_map(|x| x.to_ne_bytes()).collect(), 3),
+            shared(
+                NativeType::Short,
+                shorts.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+                0,
+            ),
+            shared(
+                NativeType::Short,
+                shorts.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+                1,
+            ),
+            shared(
+                NativeType::Long,
+                longs.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+                2,
+            ),
+            shared(
+                NativeType::Float,
+                floats.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+                0,
+            ),
+            shared(
+                NativeType::Double,
+                doubles.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+                3,
+            ),
             shared(NativeType::Char, chars.clone(), 0),
         ];
         let max = 1 << 24;
