@@ -2,7 +2,9 @@
 //! and the [`PvProvider`] the server asks for names.
 //!
 //! A post swaps an `Arc<Snapshot>` and hands it to every live subscription; subscriptions keep
-//! a few snapshots each (latest wins), so posting never waits for a client.
+//! a few snapshots each (latest wins; one for frames), so posting never waits for a client.
+//! A frame is put in wire order (big-endian) at most once per snapshot, by the first sender,
+//! and shared by every other subscription and read of it.
 
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::SystemTime;

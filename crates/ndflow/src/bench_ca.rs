@@ -8,9 +8,10 @@
 //!   record; the reference) and N ao records that one Python thread sets in turn. The client
 //!   (`python/bench/ca_ref.py monitor`) is the same for both and only counts callbacks.
 //! - (b) 1024x1024 UInt16 frames over CA to pyepics (numpy arrays, as pyepics users get them):
-//!   from the full IOC (`image1:ArrayData`, posted at most every 10 ms by design) and from the
-//!   `ndflow_ca` server alone (one DBR_SHORT waveform posted every 250 µs), next to raw
-//!   loopback TCP with the same message size, into Rust and into Python.
+//!   from the full IOC (`image1:ArrayData`, posted per frame, each client keeps the latest)
+//!   and from the `ndflow_ca` server alone (one DBR_SHORT waveform posted every 250 µs), next
+//!   to raw loopback TCP with the same message size, into Rust and into Python. The notes give
+//!   the pyepics client's CPU (near 100% of a core = the client is the limit).
 //! - (c) the IOC's pipeline rate (the sim driver's frames/s, free running) with no CA client,
 //!   with the (b) ArrayData client, and with 10 client processes each monitoring every PV of
 //!   the IOC (scalars only, then every PV including ArrayData).

@@ -1,7 +1,9 @@
 //! Socket tasks of one TCP connection: the reader frames messages and feeds the `Session`; the
 //! writer (the only task writing the socket) sends replies, put completions and monitor
-//! updates. A connection is dropped when a write makes no progress for `write_timeout` (a
-//! vanished or stuck client), on read/write errors, or on an absurd message size.
+//! updates. Small messages are gathered into one buffer; a frame's shared wire-order values go
+//! to the socket from where they are, in a vectored write after its header. A connection is
+//! dropped when a write makes no progress for `write_timeout` (a vanished or stuck client), on
+//! read/write errors, or on an absurd message size.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! One EVENT_ADD subscription: a small queue of PV snapshots (latest wins when full, like
-//! RSRV's event queue) and the connection's ready list that wakes its writer. A post only
-//! pushes an `Arc` and never waits for the client.
+//! RSRV's event queue; a frame replaces whatever is queued) and the connection's ready list
+//! that wakes its writer. A post only pushes an `Arc` and never waits for the client.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
