@@ -7,13 +7,15 @@ usage:
       Connects a channel per line of NAMESFILE with libca (through pyepics' ctypes binding),
       subscribes each with the plainest DBR of its native type (DBE_VALUE | DBE_ALARM) and a
       callback that only counts, waits WARMUP_S, counts callbacks over WINDOW_S and prints one
-      JSON line {"connected", "updates", "seconds", "rate"}. With `ready`, prints
+      JSON line {"connected", "updates", "seconds", "rate", "array_rate"} (array_rate: updates/s
+      of the channels whose name ends in ArrayData). With `ready`, prints
       {"ready": connected} once subscribed and counts until stdin reaches EOF instead (the
       10-clients load of the pipeline-rate rows).
   ca_ref.py arrays PV WARMUP_S WINDOW_S
       Monitors waveform PV with pyepics' own subscription path (the value arrives as a numpy
-      array, as pyepics users get it) and prints {"frames", "bytes", "seconds", "fps", "gbps"}
-      over WINDOW_S after WARMUP_S.
+      array, as pyepics users get it) and prints {"frames", "bytes", "seconds", "fps", "gbps",
+      "cpu"} over WINDOW_S after WARMUP_S (cpu: this process's CPU time per second of the
+      window, all threads: 1.0 = one core busy, i.e. the client is the limit).
   ca_ref.py softioc PREFIX N [ao|calc]
       Serves N records PREFIXv0..PREFIXv{N-1} (PREFIX ends with ':') with pythonSoftIOC (RSRV;
       no PV Access) and prints {"ready": N} once iocInit is done. ao: one Python thread sets
@@ -70,21 +72,32 @@ def monitor(namesfile, warmup, window, ready=False):
     with open(namesfile) as f:
         names = [l.strip() for l in f if l.strip()]
     chids = connect_all(names)
-    counter = [0]
+    counter = [0, 0]  # all updates, ArrayData updates
 
     def count(args):
         counter[0] += 1
 
+    def count_array(args):
+        counter[0] += 1
+        counter[1] += 1
+
     cb = dbr.make_callback(count, dbr.event_handler_args)
+    cb_array = dbr.make_callback(count_array, dbr.event_handler_args)
     keep = []
     connected = 0
-    for c in chids:
+    for name, c in zip(names, chids):
         if not ca.isConnected(c):
             continue
         connected += 1
         evid = ctypes_void_p()
         ret = ca.libca.ca_create_subscription(
-            ca.field_type(c), 0, c, dbr.DBE_VALUE | dbr.DBE_ALARM, cb, None, ctypes_byref(evid)
+            ca.field_type(c),
+            0,
+            c,
+            dbr.DBE_VALUE | dbr.DBE_ALARM,
+            cb_array if name.endswith("ArrayData") else cb,
+            None,
+            ctypes_byref(evid),
         )
         if ret != 1:
             print(f"subscription failed for {ca.name(c)}: {ret}", file=sys.stderr)
@@ -93,18 +106,23 @@ def monitor(namesfile, warmup, window, ready=False):
     if ready:
         out({"ready": connected})
         t0 = time.perf_counter()
-        n0 = counter[0]
+        n0, a0 = counter
         sys.stdin.read()
         secs = time.perf_counter() - t0
-        n = counter[0] - n0
     else:
         time.sleep(warmup)
-        n0 = counter[0]
+        n0, a0 = counter
         t0 = time.perf_counter()
         time.sleep(window)
-        n = counter[0] - n0
         secs = time.perf_counter() - t0
-    out({"connected": connected, "updates": n, "seconds": secs, "rate": n / secs if secs > 0 else 0.0})
+    n, a = counter[0] - n0, counter[1] - a0
+    out({
+        "connected": connected,
+        "updates": n,
+        "seconds": secs,
+        "rate": n / secs if secs > 0 else 0.0,
+        "array_rate": a / secs if secs > 0 else 0.0,
+    })
     ca.finalize_libca()
 
 
@@ -143,9 +161,11 @@ def arrays(pv, warmup, window):
 
     keep = ca.create_subscription(chid, callback=cb)  # noqa: F841 - must stay alive
     time.sleep(warmup)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
     state["counting"] = True
     time.sleep(window)
     state["counting"] = False
+    cpu = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
     t0, t1 = state["t_first"], state["t_last"]
     secs = (t1 - t0) if t0 is not None and t1 is not None else 0.0
     fr, nb = state["frames"], state["bytes"]
@@ -155,6 +175,7 @@ def arrays(pv, warmup, window):
         "seconds": secs,
         "fps": fr / secs if secs > 0 else 0.0,
         "gbps": nb / secs / 1e9 if secs > 0 else 0.0,
+        "cpu": cpu,
     })
     ca.finalize_libca()
 

@@ -2,9 +2,11 @@
 //! and the [`PvProvider`] the server asks for names.
 //!
 //! A post swaps an `Arc<Snapshot>` and hands it to every live subscription; subscriptions keep
-//! a few snapshots each (latest wins), so posting never waits for a client.
+//! a few snapshots each (latest wins; one for frames), so posting never waits for a client.
+//! A frame is put in wire order (big-endian) at most once per snapshot, by the first sender,
+//! and shared by every other subscription and read of it.
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::SystemTime;
 
 use parking_lot::{Mutex, RwLock};
@@ -77,6 +79,51 @@ pub(crate) struct Snapshot {
     pub severity: u16,
     pub time: SystemTime,
     pub meta: Arc<PvMeta>,
+    /// The value's elements in wire order, made by the first sender that needs them (large
+    /// arrays only) and then shared by every subscription and read of this state, whatever
+    /// DBR family they ask for: a frame is byte-swapped once per post, not once per client.
+    pub wire: OnceLock<Arc<WireValues>>,
+}
+
+impl Snapshot {
+    pub(crate) fn new(value: CaValue, time: SystemTime, meta: Arc<PvMeta>) -> Snapshot {
+        Snapshot {
+            value,
+            status: 0,
+            severity: 0,
+            time,
+            meta,
+            wire: OnceLock::new(),
+        }
+    }
+}
+
+/// Elements already big-endian, kept in their own element type so that they stay aligned.
+pub(crate) enum WireValues {
+    /// Bytes need no swap: the value's own buffer.
+    Same(Arc<dyn AsRef<[u8]> + Send + Sync>),
+    Bytes(Vec<u8>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+    U64(Vec<u64>),
+}
+
+impl std::fmt::Debug for WireValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WireValues({} bytes)", self.as_bytes().len())
+    }
+}
+
+impl WireValues {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        match self {
+            WireValues::Same(b) => (**b).as_ref(),
+            WireValues::Bytes(v) => v,
+            WireValues::U16(v) => bytemuck::cast_slice(v),
+            WireValues::U32(v) => bytemuck::cast_slice(v),
+            WireValues::U64(v) => bytemuck::cast_slice(v),
+        }
+    }
 }
 
 /// Receives a PV's changes (a server subscription). `notify` must be quick and never block.
@@ -113,13 +160,11 @@ impl CaPv {
     pub fn new(meta: PvMeta, initial: CaValue) -> CaPv {
         CaPv {
             inner: Arc::new(Inner {
-                state: Mutex::new(Arc::new(Snapshot {
-                    value: initial,
-                    status: 0,
-                    severity: 0,
-                    time: SystemTime::now(),
-                    meta: Arc::new(meta),
-                })),
+                state: Mutex::new(Arc::new(Snapshot::new(
+                    initial,
+                    SystemTime::now(),
+                    Arc::new(meta),
+                ))),
                 watchers: Mutex::new(Vec::new()),
                 handler: RwLock::new(None),
             }),
@@ -135,6 +180,7 @@ impl CaPv {
         self.update(DBE_VALUE | DBE_LOG, |s| {
             s.value = value;
             s.time = t;
+            s.wire = OnceLock::new();
         });
     }
 

@@ -8,12 +8,16 @@
 //!   record; the reference) and N ao records that one Python thread sets in turn. The client
 //!   (`python/bench/ca_ref.py monitor`) is the same for both and only counts callbacks.
 //! - (b) 1024x1024 UInt16 frames over CA to pyepics (numpy arrays, as pyepics users get them):
-//!   from the full IOC (`image1:ArrayData`, posted at most every 10 ms by design) and from the
-//!   `ndflow_ca` server alone (one DBR_SHORT waveform posted every 250 µs), next to raw
-//!   loopback TCP with the same message size, into Rust and into Python.
+//!   from the full IOC (`image1:ArrayData`, posted per frame, each client keeps the latest)
+//!   and from the `ndflow_ca` server alone (one DBR_SHORT waveform posted every 250 µs), next
+//!   to raw loopback TCP with the same message size, into Rust and into Python. The notes give
+//!   the pyepics client's CPU (near 100% of a core = the client is the limit).
 //! - (c) the IOC's pipeline rate (the sim driver's frames/s, free running) with no CA client,
 //!   with the (b) ArrayData client, and with 10 client processes each monitoring every PV of
 //!   the IOC (scalars only, then every PV including ArrayData).
+//! - (d) the same pipeline paced at 100 frames/s (AcquirePeriod 0.01), alone and with the 10
+//!   clients monitoring every PV including ArrayData: with CPU to spare, CA clients should
+//!   cost it no frames.
 //!
 //! Everything is on 127.0.0.1 with free ports chosen per run (server, repeater); the child
 //! processes are ours and are stopped by PID.
@@ -520,7 +524,10 @@ fn array_row(path: &str, j: &Json, note: String) -> Row {
         unit: "frames/s",
         gbps: Some(f(j, "gbps")),
         reference: "raw loopback TCP -> Rust",
-        note,
+        note: format!(
+            "{note}; the pyepics client used {:.0}% of a core",
+            f(j, "cpu") * 100.0
+        ),
     }
 }
 
@@ -677,9 +684,9 @@ struct Ioc {
 }
 
 impl Ioc {
-    fn start(ctx: &Ctx) -> Result<Ioc, String> {
+    fn start(ctx: &Ctx, period: f64) -> Result<Ioc, String> {
         let cfg_path = ctx.dir.join("ioc.toml");
-        std::fs::write(&cfg_path, ioc_config(ctx.opts.acquire_period))
+        std::fs::write(&cfg_path, ioc_config(period))
             .map_err(|e| format!("cannot write {}: {e}", cfg_path.display()))?;
         let port = free_tcp_udp_port()?;
         let repeater = free_udp_port()?;
@@ -729,20 +736,34 @@ impl Ioc {
         as_f64(&r.value).ok_or_else(|| format!("{name}: not a number"))
     }
 
+    /// A counter and when it was read (the middle of the get: under load a get can take a
+    /// while, and the window must not include that wait).
+    fn stamped(&self, pv: &str) -> Result<(f64, Instant), String> {
+        let t0 = Instant::now();
+        let v = self.counter(pv)?;
+        Ok((v, t0 + t0.elapsed() / 2))
+    }
+
     /// Driver frames/s (cam1:ArrayCounter_RBV) and StdArrays frames/s over `secs`.
     fn rate(&self, secs: f64) -> Result<(f64, f64), String> {
-        let (c0, i0, t0) = (
-            self.counter("cam1:ArrayCounter_RBV")?,
-            self.counter("image1:ArrayCounter_RBV")?,
-            Instant::now(),
+        let (c0, i0) = (
+            self.stamped("cam1:ArrayCounter_RBV")?,
+            self.stamped("image1:ArrayCounter_RBV")?,
         );
         std::thread::sleep(Duration::from_secs_f64(secs));
         let (c1, i1) = (
-            self.counter("cam1:ArrayCounter_RBV")?,
-            self.counter("image1:ArrayCounter_RBV")?,
+            self.stamped("cam1:ArrayCounter_RBV")?,
+            self.stamped("image1:ArrayCounter_RBV")?,
         );
-        let dt = t0.elapsed().as_secs_f64();
-        Ok(((c1 - c0) / dt, (i1 - i0) / dt))
+        let per_s = |a: (f64, Instant), b: (f64, Instant)| {
+            let dt = b.1.duration_since(a.1).as_secs_f64();
+            if dt > 0.0 {
+                (b.0 - a.0) / dt
+            } else {
+                0.0
+            }
+        };
+        Ok((per_s(c0, c1), per_s(i0, i1)))
     }
 }
 
@@ -761,7 +782,7 @@ fn pipeline_row(path: String, rate: (f64, f64), note: String) -> Row {
 /// (b) and (c) on one IOC.
 fn ioc_rows(ctx: &Ctx) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
-    let mut ioc = Ioc::start(ctx)?;
+    let mut ioc = Ioc::start(ctx, ctx.opts.acquire_period)?;
     let res = (|| -> Result<(), String> {
         std::thread::sleep(Duration::from_secs_f64(ctx.opts.warmup));
         let r0 = ioc.rate(ctx.opts.seconds)?;
@@ -800,57 +821,113 @@ fn ioc_rows(ctx: &Ctx) -> Result<Vec<Row>, String> {
             .cloned()
             .collect();
         for (label, names) in [("every PV but ArrayData", &scalars), ("every PV", &all)] {
-            let file = ctx.dir.join("ioc-names.txt");
-            write_names(&file, names)?;
-            let mut procs = Vec::new();
-            for _ in 0..ctx.opts.clients {
-                procs.push(ctx.python(
-                    "pyepics monitor (load)",
-                    &[
-                        "monitor".into(),
-                        file.display().to_string(),
-                        "0".into(),
-                        "0".into(),
-                        "ready".into(),
-                    ],
-                    ioc.port,
-                    ioc.repeater,
-                )?);
-            }
-            let mut connected = 0.0;
-            for p in &mut procs {
-                connected += f(&p.json_line(Duration::from_secs(120))?, "ready");
-            }
-            std::thread::sleep(Duration::from_secs_f64(ctx.opts.warmup));
-            let r = ioc.rate(ctx.opts.seconds);
-            let mut updates = 0.0;
-            for p in &mut procs {
-                p.close_stdin();
-            }
-            for p in &mut procs {
-                if let Ok(j) = p.json_line(Duration::from_secs(20)) {
-                    updates += f(&j, "rate");
-                }
-                p.finish(Duration::from_secs(5));
-            }
-            let path = format!("IOC pipeline, {} clients x {label}", ctx.opts.clients);
-            let r = match r {
-                Ok(r) => r,
-                Err(e) => {
-                    // Recorded, not fatal: under this load the rate's own gets can time out.
-                    eprintln!("  {path}: not measured: {e}");
-                    (0.0, 0.0)
-                }
-            };
-            rows.push(pipeline_row(
-                path,
-                r,
-                format!(
-                    "{} PVs each, {connected:.0} channels connected; clients got {updates:.0} updates/s in all",
-                    names.len()
-                ),
-            ));
+            rows.push(clients_row(ctx, &ioc, "c", label, names)?);
         }
+        Ok(())
+    })();
+    ioc.proc.terminate(Duration::from_secs(20));
+    res.map(|()| rows)
+}
+
+/// The pipeline rate while `ctx.opts.clients` pyepics processes each monitor every PV of
+/// `names` (what they receive counted, ArrayData apart).
+fn clients_row(
+    ctx: &Ctx,
+    ioc: &Ioc,
+    group: &'static str,
+    label: &str,
+    names: &[String],
+) -> Result<Row, String> {
+    let file = ctx.dir.join("ioc-names.txt");
+    write_names(&file, names)?;
+    let mut procs = Vec::new();
+    for _ in 0..ctx.opts.clients {
+        procs.push(ctx.python(
+            "pyepics monitor (load)",
+            &[
+                "monitor".into(),
+                file.display().to_string(),
+                "0".into(),
+                "0".into(),
+                "ready".into(),
+            ],
+            ioc.port,
+            ioc.repeater,
+        )?);
+    }
+    let mut connected = 0.0;
+    for p in &mut procs {
+        connected += f(&p.json_line(Duration::from_secs(120))?, "ready");
+    }
+    std::thread::sleep(Duration::from_secs_f64(ctx.opts.warmup));
+    let r = ioc.rate(ctx.opts.seconds);
+    let (mut updates, mut frames) = (0.0, Vec::new());
+    for p in &mut procs {
+        p.close_stdin();
+    }
+    for p in &mut procs {
+        if let Ok(j) = p.json_line(Duration::from_secs(20)) {
+            updates += f(&j, "rate");
+            frames.push(f(&j, "array_rate"));
+        }
+        p.finish(Duration::from_secs(5));
+    }
+    let prefix = if group == "d" {
+        "paced IOC pipeline"
+    } else {
+        "IOC pipeline"
+    };
+    let path = format!("{prefix}, {} clients x {label}", ctx.opts.clients);
+    let r = match r {
+        Ok(r) => r,
+        Err(e) => {
+            // Recorded, not fatal: under this load the rate's own gets can time out.
+            eprintln!("  {path}: not measured: {e}");
+            (0.0, 0.0)
+        }
+    };
+    let arrays = if frames.iter().any(|&x| x > 0.0) {
+        let lo = frames.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = frames.iter().copied().fold(0.0, f64::max);
+        format!(" (ArrayData {lo:.0}-{hi:.0} frames/s per client)")
+    } else {
+        String::new()
+    };
+    let mut row = pipeline_row(
+        path,
+        r,
+        format!(
+            "{} PVs each, {connected:.0} channels connected; clients got {updates:.0} updates/s in all{arrays}",
+            names.len()
+        ),
+    );
+    row.group = group;
+    if group == "d" {
+        row.reference = PACED_REF;
+    }
+    Ok(row)
+}
+
+/// AcquirePeriod of the paced rows: 100 frames/s, a rate the pipeline keeps with CPU to spare.
+const PACED_PERIOD: f64 = 0.01;
+const PACED_REF: &str = "paced IOC pipeline, no CA client";
+
+/// (d) the pipeline paced at 100 frames/s, alone and with the clients monitoring every PV
+/// including ArrayData: whether CA clients cost frames when the IOC is not saturated.
+fn paced_rows(ctx: &Ctx) -> Result<Vec<Row>, String> {
+    let mut rows = Vec::new();
+    let mut ioc = Ioc::start(ctx, PACED_PERIOD)?;
+    let res = (|| -> Result<(), String> {
+        std::thread::sleep(Duration::from_secs_f64(ctx.opts.warmup));
+        let mut r0 = pipeline_row(
+            PACED_REF.into(),
+            ioc.rate(ctx.opts.seconds)?,
+            format!("AcquirePeriod {PACED_PERIOD}"),
+        );
+        r0.group = "d";
+        r0.reference = PACED_REF;
+        rows.push(r0);
+        rows.push(clients_row(ctx, &ioc, "d", "every PV", &ioc_names())?);
         Ok(())
     })();
     ioc.proc.terminate(Duration::from_secs(20));
@@ -957,6 +1034,13 @@ fn run_all(ctx: &Ctx) -> Result<String, String> {
         for r in ioc_rows(ctx)? {
             keep_best(&mut rows, r, &mut samples, rep);
         }
+        eprintln!(
+            "[{rep}/{reps}] (d) IOC paced at AcquirePeriod {PACED_PERIOD}: alone, {} clients",
+            opts.clients
+        );
+        for r in paced_rows(ctx)? {
+            keep_best(&mut rows, r, &mut samples, rep);
+        }
     }
     let group_title = |g: &str| match g {
         "a" => format!(
@@ -964,6 +1048,9 @@ fn run_all(ctx: &Ctx) -> Result<String, String> {
             opts.pvs
         ),
         "b" => "(b) 1024x1024 UInt16 frames over CA to pyepics, vs raw loopback TCP".to_string(),
+        "d" => {
+            format!("(d) IOC pipeline rate paced at AcquirePeriod {PACED_PERIOD} with CA clients")
+        }
         _ => format!(
             "(c) IOC pipeline rate (sim 1024x1024 UInt16, AcquirePeriod {}) with CA clients",
             opts.acquire_period
@@ -971,7 +1058,7 @@ fn run_all(ctx: &Ctx) -> Result<String, String> {
     };
     let mut out = String::new();
     let mut json_rows = Vec::new();
-    for g in ["a", "b", "c"] {
+    for g in ["a", "b", "c", "d"] {
         out.push_str(&format!("{}\n", group_title(g)));
         out.push_str(&format!(
             "  {:<52} {:>12} {:<10} {:>7} {:>8}\n",
@@ -1011,7 +1098,7 @@ fn run_all(ctx: &Ctx) -> Result<String, String> {
         }
     }
     out.push_str(&format!(
-        "ratio: (a) vs softioc calc updates/s, (b) vs raw TCP -> Rust GB/s, (c) vs no-client pipeline frames/s; best of {reps}, {} s windows after {} s warm-up\n",
+        "ratio: (a) vs softioc calc updates/s, (b) vs raw TCP -> Rust GB/s, (c, d) vs no-client pipeline frames/s; best of {reps}, {} s windows after {} s warm-up\n",
         opts.seconds, opts.warmup
     ));
     if let Some(p) = &opts.json {

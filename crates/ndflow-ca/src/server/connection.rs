@@ -1,19 +1,24 @@
 //! Socket tasks of one TCP connection: the reader frames messages and feeds the `Session`; the
 //! writer (the only task writing the socket) sends replies, put completions and monitor
-//! updates. A connection is dropped when a write makes no progress for `write_timeout` (a
-//! vanished or stuck client), on read/write errors, or on an absurd message size.
+//! updates. Small messages are gathered into one buffer; a frame's shared wire-order values go
+//! to the socket from where they are, in a vectored write after its header. A connection is
+//! dropped when a write makes no progress for `write_timeout` (a vanished or stuck client), on
+//! read/write errors, or on an absurd message size.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use std::io::IoSlice;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
+use super::fields::SharedReply;
 use super::monitor::ConnSignal;
-use super::session::{encode_update, Session};
+use super::session::{encode_update, Outgoing, Session};
 use super::ServerShared;
 use crate::header::Header;
 
@@ -105,8 +110,11 @@ async fn write_loop(
     conn: Arc<ConnSignal>,
     srv: Arc<ServerShared>,
 ) {
-    let mut w = BufWriter::with_capacity(64 * 1024, wr);
-    let tmo = srv.cfg.write_timeout;
+    let mut w = Out {
+        wr,
+        buf: Vec::with_capacity(BUF_CAP),
+        tmo: srv.cfg.write_timeout,
+    };
     let max = srv.cfg.max_array_bytes;
     loop {
         // Wait for anything to send.
@@ -124,32 +132,95 @@ async fn write_loop(
             batch.push(m);
         }
         for m in &batch {
-            if write(&mut w, m, tmo).await.is_err() {
+            if w.push(m).await.is_err() {
                 return;
             }
         }
         while let Some(sub) = conn.pop_ready() {
             for snap in sub.take() {
-                let m = encode_update(&sub, &snap, max);
-                if write(&mut w, &m, tmo).await.is_err() {
+                let sent = match encode_update(&sub, &snap, max) {
+                    Outgoing::Bytes(m) => w.push(&m).await,
+                    Outgoing::Shared(r) => w.push_shared(&r).await,
+                };
+                if sent.is_err() {
                     return;
                 }
             }
         }
-        if tokio::time::timeout(tmo, w.flush())
-            .await
-            .map_or(true, |r| r.is_err())
-        {
+        if w.flush().await.is_err() {
             return;
         }
     }
-    let _ = tokio::time::timeout(tmo, w.flush()).await;
-    let _ = w.into_inner().shutdown().await;
+    let _ = w.flush().await;
+    let _ = w.wr.shutdown().await;
 }
 
-async fn write(w: &mut BufWriter<OwnedWriteHalf>, m: &[u8], tmo: Duration) -> Result<(), ()> {
-    match tokio::time::timeout(tmo, w.write_all(m)).await {
-        Ok(Ok(())) => Ok(()),
-        _ => Err(()),
+/// Small messages gather here and go out in one write.
+const BUF_CAP: usize = 64 * 1024;
+/// The zero padding after shared values (a few bytes unless a client asked for more
+/// elements than the value has).
+static ZEROS: [u8; 4096] = [0; 4096];
+
+/// The writing half of a connection with its send buffer. Every write must make progress
+/// within `tmo`, else the client is gone or stuck and the connection is dropped.
+struct Out {
+    wr: OwnedWriteHalf,
+    buf: Vec<u8>,
+    tmo: Duration,
+}
+
+impl Out {
+    async fn push(&mut self, m: &[u8]) -> Result<(), ()> {
+        if self.buf.len() + m.len() > BUF_CAP {
+            self.flush().await?;
+        }
+        if m.len() > BUF_CAP {
+            return self.write_all(&mut [IoSlice::new(m)]).await;
+        }
+        self.buf.extend_from_slice(m);
+        Ok(())
+    }
+
+    /// What is buffered, then the reply's head, its shared values (from where they are, no
+    /// copy) and its padding, in vectored writes.
+    async fn push_shared(&mut self, r: &SharedReply) -> Result<(), ()> {
+        self.buf.extend_from_slice(&r.head);
+        let zeros;
+        let tail: &[u8] = if r.zeros <= ZEROS.len() {
+            &ZEROS[..r.zeros]
+        } else {
+            zeros = vec![0u8; r.zeros];
+            &zeros
+        };
+        let buf = std::mem::take(&mut self.buf);
+        let body = &r.body.as_bytes()[..r.len];
+        let res = self
+            .write_all(&mut [IoSlice::new(&buf), IoSlice::new(body), IoSlice::new(tail)])
+            .await;
+        self.buf = buf;
+        self.buf.clear();
+        res
+    }
+
+    async fn flush(&mut self) -> Result<(), ()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let buf = std::mem::take(&mut self.buf);
+        let res = self.write_all(&mut [IoSlice::new(&buf)]).await;
+        self.buf = buf;
+        self.buf.clear();
+        res
+    }
+
+    async fn write_all(&mut self, mut bufs: &mut [IoSlice<'_>]) -> Result<(), ()> {
+        IoSlice::advance_slices(&mut bufs, 0);
+        while !bufs.is_empty() {
+            match tokio::time::timeout(self.tmo, self.wr.write_vectored(bufs)).await {
+                Ok(Ok(n)) if n > 0 => IoSlice::advance_slices(&mut bufs, n),
+                _ => return Err(()),
+            }
+        }
+        Ok(())
     }
 }

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use crate::dbr::{self, DbrInfo, DbrType};
-use crate::header::{eca, DBE_ALARM, DBE_LOG, DBE_PROPERTY, DBE_VALUE};
-use crate::pv::{CaPv, PvMeta, PvProvider, Snapshot};
+use crate::header::{eca, Header, DBE_ALARM, DBE_LOG, DBE_PROPERTY, DBE_VALUE};
+use crate::pv::{CaPv, PvMeta, PvProvider, Snapshot, WireValues};
 use crate::value::{CaValue, Format, NativeType, Values};
 
 /// Alarm severity menu (menuAlarmSevr).
@@ -320,5 +320,262 @@ fn swap_to_be(src: &[u8], dst: &mut [u8], es: usize) {
         4 => each::<4>(src, dst, |a| u32::from_ne_bytes(a).to_be_bytes()),
         8 => each::<8>(src, dst, |a| u64::from_ne_bytes(a).to_be_bytes()),
         _ => dst.copy_from_slice(&src[..dst.len()]),
+    }
+}
+
+/// Values of at least this many bytes are put in wire order once per snapshot and shared by
+/// every sender (smaller ones cost less to encode than to cache).
+pub(crate) const SHARE_BYTES: usize = 16 * 1024;
+
+/// Whether `value` is an array big enough to share its wire-order elements.
+pub(crate) fn is_large(value: &CaValue) -> bool {
+    !matches!(value.native_type(), NativeType::String | NativeType::Enum)
+        && value.count() * value.native_type().elem_size() >= SHARE_BYTES
+}
+
+/// The elements of `snap`'s value in wire order, made on first use and kept with the
+/// snapshot; `None` for strings, enums and small values.
+pub(crate) fn wire_values(snap: &Snapshot) -> Option<&Arc<WireValues>> {
+    if !is_large(&snap.value) {
+        return None;
+    }
+    Some(snap.wire.get_or_init(|| Arc::new(to_wire(&snap.value))))
+}
+
+/// One pass over the elements: `to_be` over typed slices, which LLVM turns into vector
+/// byte shuffles (a 1 Mpx UInt16 frame is swapped at memory speed).
+fn to_wire(value: &CaValue) -> WireValues {
+    // Generic over the functions (not `fn` pointers) so that they inline into the loop.
+    fn typed<T: bytemuck::Pod, const N: usize>(
+        b: &[u8],
+        be: impl Fn(T) -> T,
+        from: impl Fn([u8; N]) -> T,
+    ) -> Vec<T> {
+        let b = &b[..b.len() / N * N];
+        match bytemuck::try_cast_slice::<u8, T>(b) {
+            Ok(v) => v.iter().map(|&x| be(x)).collect(),
+            // An unaligned buffer: element by element.
+            Err(_) => b
+                .chunks_exact(N)
+                .map(|c| {
+                    let mut a = [0u8; N];
+                    a.copy_from_slice(c);
+                    be(from(a))
+                })
+                .collect(),
+        }
+    }
+    match value {
+        CaValue::Shared { ty, bytes } => {
+            let b = (**bytes).as_ref();
+            match ty.elem_size() {
+                2 => WireValues::U16(typed(b, u16::to_be, u16::from_ne_bytes)),
+                4 => WireValues::U32(typed(b, u32::to_be, u32::from_ne_bytes)),
+                8 => WireValues::U64(typed(b, u64::to_be, u64::from_ne_bytes)),
+                // Bytes need no swap: the caller's buffer itself goes on the wire.
+                _ => WireValues::Same(Arc::clone(bytes)),
+            }
+        }
+        CaValue::Short(v) => WireValues::U16(v.iter().map(|&x| (x as u16).to_be()).collect()),
+        CaValue::Float(v) => WireValues::U32(v.iter().map(|x| x.to_bits().to_be()).collect()),
+        CaValue::Long(v) => WireValues::U32(v.iter().map(|&x| (x as u32).to_be()).collect()),
+        CaValue::Double(v) => WireValues::U64(v.iter().map(|x| x.to_bits().to_be()).collect()),
+        CaValue::Char(v) => WireValues::Bytes(v.clone()),
+        CaValue::Enum(x) => WireValues::U16(vec![x.to_be()]),
+        CaValue::String(_) => WireValues::Bytes(Vec::new()),
+    }
+}
+
+/// A reply whose values are `snap`'s shared wire-order elements: what [`encode_reply`] gives
+/// for the same request, as a header and DBR prefix (`head`), `len` bytes of `body`, then
+/// `zeros` zero bytes (missing elements and the padding to 8). `None` when the request is not
+/// a same-type read of a large value of the record (the caller encodes it the usual way).
+pub(crate) fn shared_reply(
+    field: Field,
+    record: &str,
+    snap: &Snapshot,
+    mut h: Header,
+    req_count: u32,
+    max_bytes: usize,
+) -> Option<SharedReply> {
+    let ty = DbrType::from_code(h.data_type)?;
+    let DbrType::Value(_, target) = ty else {
+        return None;
+    };
+    if field != Field::Val || snap.value.native_type() != target {
+        return None;
+    }
+    let body = wire_values(snap)?;
+    let count = snap.value.count();
+    let n = if req_count == 0 {
+        count
+    } else {
+        req_count as usize
+    };
+    let size = ty.size_n(n);
+    if size > max_bytes {
+        return None;
+    }
+    let es = target.elem_size();
+    let len = (count.min(n) * es).min(body.as_bytes().len());
+    h.count = n as u32;
+    h.payload_size = crate::header::padded(size) as u32;
+    let mut head = Vec::with_capacity(24 + ty.value_offset());
+    h.write(&mut head);
+    let v = view(field, record, snap);
+    dbr::encode_prefix(ty, &v.info, &mut head);
+    let zeros = h.payload_size as usize - ty.value_offset() - len;
+    Some(SharedReply {
+        head,
+        body: Arc::clone(body),
+        len,
+        zeros,
+    })
+}
+
+/// See [`shared_reply`].
+pub(crate) struct SharedReply {
+    pub head: Vec<u8>,
+    pub body: Arc<WireValues>,
+    pub len: usize,
+    pub zeros: usize,
+}
+
+impl SharedReply {
+    /// The whole message in one buffer (tests, the fuzz harness).
+    pub(crate) fn to_vec(&self) -> Vec<u8> {
+        let mut m = Vec::with_capacity(self.head.len() + self.len + self.zeros);
+        m.extend_from_slice(&self.head);
+        m.extend_from_slice(&self.body.as_bytes()[..self.len]);
+        m.resize(m.len() + self.zeros, 0);
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dbr::Family;
+    use crate::header::{cmd, message};
+    use std::time::{Duration, UNIX_EPOCH};
+
+    /// The message the per-client path builds for the same request.
+    fn reference(snap: &Snapshot, h: Header, req: u32, max: usize) -> Vec<u8> {
+        let v = view(Field::Val, "REC", snap);
+        let (body, n) = encode_reply(&v, h.data_type, req, max).unwrap();
+        message(Header { count: n, ..h }, &body)
+    }
+
+    fn snap(value: CaValue) -> Snapshot {
+        let mut meta = PvMeta::array(value.native_type(), 1 << 20);
+        meta.units = "cts".into();
+        meta.precision = 2;
+        meta.display_high = 65535.0;
+        meta.control_low = -3.0;
+        let mut s = Snapshot::new(
+            value,
+            UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+            Arc::new(meta),
+        );
+        s.status = 3;
+        s.severity = 2;
+        s
+    }
+
+    fn shared(ty: NativeType, ne: Vec<u8>, offset: usize) -> CaValue {
+        // `offset` > 0 makes the elements unaligned in their buffer.
+        struct Off(Vec<u8>, usize);
+        impl AsRef<[u8]> for Off {
+            fn as_ref(&self) -> &[u8] {
+                &self.0[self.1..]
+            }
+        }
+        let mut b = vec![0xEE; offset];
+        b.extend_from_slice(&ne);
+        CaValue::Shared {
+            ty,
+            bytes: Arc::new(Off(b, offset)),
+        }
+    }
+
+    #[test]
+    fn shared_replies_equal_the_per_client_encoding() {
+        let n = 40_000usize;
+        let shorts: Vec<i16> = (0..n).map(|i| (i as i16).wrapping_mul(7919)).collect();
+        let longs: Vec<i32> = (0..n).map(|i| (i as i32).wrapping_mul(-104_729)).collect();
+        let floats: Vec<f32> = (0..n).map(|i| i as f32 * 0.37 - 5.0).collect();
+        let doubles: Vec<f64> = (0..n).map(|i| i as f64 * -1.25e-3).collect();
+        let chars: Vec<u8> = (0..n).map(|i| (i * 31) as u8).collect();
+        let values = vec![
+            CaValue::Short(shorts.clone()),
+            CaValue::Long(longs.clone()),
+            CaValue::Float(floats.clone()),
+            CaValue::Double(doubles.clone()),
+            CaValue::Char(chars.clone()),
+            shared(
+                NativeType::Short,
+                shorts.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+                0,
+            ),
+            shared(
+                NativeType::Short,
+                shorts.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+                1,
+            ),
+            shared(
+                NativeType::Long,
+                longs.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+                2,
+            ),
+            shared(
+                NativeType::Float,
+                floats.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+                0,
+            ),
+            shared(
+                NativeType::Double,
+                doubles.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+                3,
+            ),
+            shared(NativeType::Char, chars.clone(), 0),
+        ];
+        let max = 1 << 24;
+        for v in values {
+            let s = snap(v.clone());
+            for fam in Family::ALL {
+                let code = DbrType::new(fam, v.native_type()).code();
+                // 0 = current count, fewer, more (zero-filled), odd counts (padding).
+                for req in [0u32, 1, 3, 1001, n as u32, n as u32 + 5, 70_001] {
+                    let h = Header::new(cmd::EVENT_ADD, code, 0, eca::NORMAL, 77);
+                    let r = shared_reply(Field::Val, "REC", &s, h, req, max)
+                        .unwrap_or_else(|| panic!("{v:?} {fam:?} {req}: not shared"));
+                    assert_eq!(
+                        r.to_vec(),
+                        reference(&s, h, req, max),
+                        "{v:?} {fam:?} count {req}"
+                    );
+                }
+            }
+            // Every request of this snapshot shares one encoding.
+            let a = wire_values(&s).unwrap();
+            let b = wire_values(&s).unwrap();
+            assert!(Arc::ptr_eq(a, b));
+        }
+    }
+
+    #[test]
+    fn small_other_type_and_field_requests_are_not_shared() {
+        let s = snap(CaValue::Short(vec![1; 100]));
+        let h = Header::new(cmd::EVENT_ADD, 1, 0, eca::NORMAL, 1);
+        assert!(shared_reply(Field::Val, "REC", &s, h, 0, 1 << 20).is_none());
+        let s = snap(CaValue::Short(vec![1; 100_000]));
+        // Another element type is converted per request.
+        let h = Header::new(cmd::EVENT_ADD, 6, 0, eca::NORMAL, 1);
+        assert!(shared_reply(Field::Val, "REC", &s, h, 0, 1 << 20).is_none());
+        let h = Header::new(cmd::EVENT_ADD, 1, 0, eca::NORMAL, 1);
+        assert!(shared_reply(Field::Nord, "REC", &s, h, 0, 1 << 20).is_none());
+        // Too large for EPICS_CA_MAX_ARRAY_BYTES: the usual path answers with the error.
+        assert!(shared_reply(Field::Val, "REC", &s, h, 0, 1000).is_none());
+        assert!(shared_reply(Field::Val, "REC", &s, h, 0, 1 << 20).is_some());
     }
 }

@@ -79,7 +79,7 @@ impl FuzzConn {
         }
         while let Some(sub) = self.session.conn.pop_ready() {
             for snap in sub.take() {
-                out.push(encode_update(&sub, &snap, self.srv.cfg.max_array_bytes));
+                out.push(encode_update(&sub, &snap, self.srv.cfg.max_array_bytes).into_vec());
             }
         }
         out

@@ -1,6 +1,6 @@
 //! One EVENT_ADD subscription: a small queue of PV snapshots (latest wins when full, like
-//! RSRV's event queue) and the connection's ready list that wakes its writer. A post only
-//! pushes an `Arc` and never waits for the client.
+//! RSRV's event queue; a frame replaces whatever is queued) and the connection's ready list
+//! that wakes its writer. A post only pushes an `Arc` and never waits for the client.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -8,7 +8,7 @@ use std::sync::{Arc, Weak};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use super::fields::Field;
+use super::fields::{is_large, Field};
 use crate::pv::{Snapshot, Watcher};
 
 /// Snapshots kept per subscription before the newest replaces the last queued one.
@@ -89,7 +89,12 @@ impl Subscription {
         if q.cancelled {
             return;
         }
-        if q.items.len() >= QUEUE_LEN {
+        if is_large(&snap.value) {
+            // A frame: a client that has not taken the last one gets this one instead, so a
+            // slow client holds one frame at most (each snapshot has all of the PV's state).
+            q.items.clear();
+            q.items.push_back(Arc::clone(snap));
+        } else if q.items.len() >= QUEUE_LEN {
             if let Some(last) = q.items.back_mut() {
                 *last = Arc::clone(snap);
             }
@@ -184,5 +189,22 @@ mod tests {
         pv.set_alarm(1, 2);
         assert_eq!(sevr.queued(), 1);
         let _ = DBE_ALARM;
+    }
+
+    #[test]
+    fn frames_keep_only_the_latest() {
+        let conn = Arc::new(ConnSignal::default());
+        let sub = Subscription::new(1, 1, 1, 0, DBE_VALUE, Field::Val, "X".into(), conn);
+        let pv = CaPv::new(
+            PvMeta::array(NativeType::Short, 1 << 16),
+            CaValue::Short(vec![0; 1 << 16]),
+        );
+        pv.watch(Arc::downgrade(&sub) as Weak<dyn Watcher>);
+        for i in 0..10 {
+            pv.post(CaValue::Short(vec![i; 1 << 16]));
+        }
+        assert_eq!(sub.queued(), 1);
+        let got = sub.take();
+        assert_eq!(got[0].value, CaValue::Short(vec![9; 1 << 16]));
     }
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Weak};
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::fields::{self, Field, View};
+use super::fields::{self, Field, SharedReply, View};
 use super::monitor::{ConnSignal, Subscription};
 use super::ServerShared;
 use crate::dbr::{self, DbrType};
@@ -270,11 +270,20 @@ impl Session {
             out.push(error_message(h, c.cid, eca::NORDACCESS, "no read access"));
             return;
         }
+        // A frame: its wire-order values, swapped once per post and shared, copied once.
+        let p1 = if notify { eca::NORMAL } else { h.p1 };
+        let head = Header::new(h.command, h.data_type, 0, p1, h.p2);
+        let max = self.srv.cfg.max_array_bytes;
+        let snap = c.pv.snapshot();
+        if let Some(r) = fields::shared_reply(c.field, &c.record, &snap, head, h.count, max) {
+            out.push(r.to_vec());
+            return;
+        }
         match fields::encode_reply(
-            &c.view(),
+            &fields::view(c.field, &c.record, &snap),
             h.data_type,
             h.count,
-            self.srv.cfg.max_array_bytes,
+            max,
         ) {
             Ok((body, n)) => out.push(reply(eca::NORMAL, n, &body)),
             Err(s @ (eca::TOLARGE | eca::BADTYPE)) => {
@@ -476,28 +485,48 @@ fn decode_put(c: &Chan, h: &Header, payload: &[u8]) -> Result<CaValue, (u32, Str
     Ok(conv.into_ca_value())
 }
 
-/// The EVENT_ADD message for one queued snapshot of `sub`.
-pub(crate) fn encode_update(sub: &Subscription, snap: &Snapshot, max_bytes: usize) -> Vec<u8> {
-    let v = fields::view(sub.field, &sub.record, snap);
-    match fields::encode_reply(&v, sub.dbr, sub.count, max_bytes) {
-        Ok((body, n)) => message(
-            Header::new(cmd::EVENT_ADD, sub.dbr, n, eca::NORMAL, sub.subid),
-            &body,
-        ),
-        Err(status) => {
-            let size = DbrType::from_code(sub.dbr)
-                .map(|t| t.size_n(sub.count as usize))
-                .filter(|&s| s <= max_bytes);
-            let (n, body) = match size {
-                Some(s) => (sub.count, vec![0u8; s]),
-                None => (0, Vec::new()),
-            };
-            message(
-                Header::new(cmd::EVENT_ADD, sub.dbr, n, status, sub.subid),
-                &body,
-            )
+/// A message for the socket: bytes of its own, or a reply sharing a snapshot's wire-order
+/// values with every other sender of that snapshot.
+pub(crate) enum Outgoing {
+    Bytes(Vec<u8>),
+    Shared(SharedReply),
+}
+
+impl Outgoing {
+    /// The whole message in one buffer (tests, the fuzz harness).
+    pub(crate) fn into_vec(self) -> Vec<u8> {
+        match self {
+            Outgoing::Bytes(b) => b,
+            Outgoing::Shared(s) => s.to_vec(),
         }
     }
+}
+
+/// The EVENT_ADD message for one queued snapshot of `sub`.
+pub(crate) fn encode_update(sub: &Subscription, snap: &Snapshot, max_bytes: usize) -> Outgoing {
+    let h = Header::new(cmd::EVENT_ADD, sub.dbr, 0, eca::NORMAL, sub.subid);
+    if let Some(r) = fields::shared_reply(sub.field, &sub.record, snap, h, sub.count, max_bytes) {
+        return Outgoing::Shared(r);
+    }
+    let v = fields::view(sub.field, &sub.record, snap);
+    Outgoing::Bytes(
+        match fields::encode_reply(&v, sub.dbr, sub.count, max_bytes) {
+            Ok((body, n)) => message(Header { count: n, ..h }, &body),
+            Err(status) => {
+                let size = DbrType::from_code(sub.dbr)
+                    .map(|t| t.size_n(sub.count as usize))
+                    .filter(|&s| s <= max_bytes);
+                let (n, body) = match size {
+                    Some(s) => (sub.count, vec![0u8; s]),
+                    None => (0, Vec::new()),
+                };
+                message(
+                    Header::new(cmd::EVENT_ADD, sub.dbr, n, status, sub.subid),
+                    &body,
+                )
+            }
+        },
+    )
 }
 
 /// A SEARCH reply: data type = server port, p1 = server address (~0 = "where this came from"),
