@@ -128,7 +128,7 @@ pub(crate) fn mono_to_rgb<T: Pixel>(
             let px = out.chunks_exact_mut(3).zip(row);
             match &lut {
                 Some(t) => px.for_each(|(o, v)| o.copy_from_slice(&t[idx(v)])),
-                None => simd::join3(row, row, row, out, isa),
+                None => simd::triple(row, out, isa),
             }
         }
         return;
@@ -174,11 +174,17 @@ mean3_int!(mean3_i16, i16, i32);
 fn mean3_row_int<T: Pixel>(out: &mut [T], row: &[T], isa: Isa) -> bool {
     use ndflow_core::DataType as D;
     match T::DATA_TYPE {
-        D::UInt8 => simd::mean3_u8(bytemuck::cast_slice_mut(out), bytemuck::cast_slice(row), isa),
+        D::UInt8 => simd::mean3_u8(
+            bytemuck::cast_slice_mut(out),
+            bytemuck::cast_slice(row),
+            isa,
+        ),
         D::Int8 => mean3_i8(bytemuck::cast_slice_mut(out), bytemuck::cast_slice(row)),
-        D::UInt16 => {
-            simd::mean3_u16(bytemuck::cast_slice_mut(out), bytemuck::cast_slice(row), isa)
-        }
+        D::UInt16 => simd::mean3_u16(
+            bytemuck::cast_slice_mut(out),
+            bytemuck::cast_slice(row),
+            isa,
+        ),
         D::Int16 => mean3_i16(bytemuck::cast_slice_mut(out), bytemuck::cast_slice(row)),
         _ => return false,
     }

@@ -56,7 +56,11 @@ pub(crate) fn split3<E: bytemuck::Pod>(src: &[E], r: &mut [E], g: &mut [E], b: &
         // Pixels per k·16 bytes of a plane.
         let per = k * 16 / std::mem::size_of::<E>();
         let chunks = n / per;
-        let d = [r.as_mut_ptr().cast(), g.as_mut_ptr().cast(), b.as_mut_ptr().cast()];
+        let d = [
+            r.as_mut_ptr().cast(),
+            g.as_mut_ptr().cast(),
+            b.as_mut_ptr().cast(),
+        ];
         // SAFETY: the Isa came from detection (its feature is present); `src` holds
         // k·48·chunks bytes and each plane k·16·chunks bytes (chunks·per <= n).
         unsafe {
@@ -70,7 +74,10 @@ pub(crate) fn split3<E: bytemuck::Pod>(src: &[E], r: &mut [E], g: &mut [E], b: &
     }
     let _ = isa;
     let px = src[3 * done..3 * n].chunks_exact(3);
-    let outs = r[done..n].iter_mut().zip(&mut g[done..n]).zip(&mut b[done..n]);
+    let outs = r[done..n]
+        .iter_mut()
+        .zip(&mut g[done..n])
+        .zip(&mut b[done..n]);
     for (((r, g), b), p) in outs.zip(px) {
         (*r, *g, *b) = (p[0], p[1], p[2]);
     }
@@ -100,6 +107,32 @@ pub(crate) fn join3<E: bytemuck::Pod>(r: &[E], g: &[E], b: &[E], dst: &mut [E], 
     let px = dst[3 * done..3 * n].chunks_exact_mut(3);
     for (((p, r), g), b) in px.zip(&r[done..n]).zip(&g[done..n]).zip(&b[done..n]) {
         p.copy_from_slice(&[*r, *g, *b]);
+    }
+}
+
+/// Each element of `src` three times into `dst` (`3·n`): Mono → RGB1 without a colour map.
+pub(crate) fn triple<E: bytemuck::Pod>(src: &[E], dst: &mut [E], isa: Isa) {
+    let n = src.len().min(dst.len() / 3);
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if let (Some(m), Some(k)) = (x86::masks(std::mem::size_of::<E>()), x86::width(isa)) {
+        let per = k * 16 / std::mem::size_of::<E>();
+        let chunks = n / per;
+        let (s, d) = (src.as_ptr().cast(), dst.as_mut_ptr().cast());
+        // SAFETY: the Isa's feature is present; `src` holds k·16·chunks bytes, `dst`
+        // k·48·chunks.
+        unsafe {
+            if k == 2 {
+                x86::triple_avx2(s, d, chunks, &m.triple)
+            } else {
+                x86::triple(s, d, chunks, &m.triple)
+            }
+        };
+        done = chunks * per;
+    }
+    let _ = isa;
+    for (p, v) in dst[3 * done..3 * n].chunks_exact_mut(3).zip(&src[done..n]) {
+        p.copy_from_slice(&[*v; 3]);
     }
 }
 
@@ -171,6 +204,8 @@ mod x86 {
     pub(super) struct Masks {
         pub split: [[[u8; 16]; 3]; 3],
         pub join: [[[u8; 16]; 3]; 3],
+        /// `join` when all three colours are the same register (Mono → RGB1).
+        pub triple: [[u8; 16]; 3],
     }
 
     /// Masks for `e`-byte elements (None unless e divides 16).
@@ -181,6 +216,7 @@ mod x86 {
         let mut m = Masks {
             split: [[[0x80; 16]; 3]; 3],
             join: [[[0x80; 16]; 3]; 3],
+            triple: [[0x80; 16]; 3],
         };
         // Interleaved byte o (0..48) is byte `bb` of colour c of pixel p of the chunk; in the
         // colour's register it is byte p·e + bb.
@@ -190,6 +226,7 @@ mod x86 {
             let k = p * e + bb;
             m.split[c][o / 16][k] = (o % 16) as u8;
             m.join[o / 16][c][o % 16] = k as u8;
+            m.triple[o / 16][o % 16] = k as u8;
         }
         Some(m)
     }
@@ -255,11 +292,33 @@ mod x86 {
     }
 
     /// # Safety
+    /// SSSE3 available; `src` readable for 16·chunks bytes, `dst` writable for 48·chunks.
+    #[target_feature(enable = "ssse3")]
+    pub(super) unsafe fn triple(
+        src: *const u8,
+        dst: *mut u8,
+        chunks: usize,
+        masks: &[[u8; 16]; 3],
+    ) {
+        let m = load3(masks);
+        for i in 0..chunks {
+            let v = _mm_loadu_si128(src.add(16 * i).cast());
+            for (k, mk) in m.iter().enumerate() {
+                _mm_storeu_si128(dst.add(48 * i + 16 * k).cast(), _mm_shuffle_epi8(v, *mk));
+            }
+        }
+    }
+
+    /// # Safety
     /// SSSE3 available; `src` readable for 48·chunks bytes, `dst` writable for 16·chunks.
     #[target_feature(enable = "ssse3")]
     pub(super) unsafe fn mean3_u8(src: *const u8, dst: *mut u8, chunks: usize) {
         let Some(mm) = masks(1) else { return };
-        let m = [load3(&mm.split[0]), load3(&mm.split[1]), load3(&mm.split[2])];
+        let m = [
+            load3(&mm.split[0]),
+            load3(&mm.split[1]),
+            load3(&mm.split[2]),
+        ];
         let zero = _mm_setzero_si128();
         // x / 3 == (x · 0xAAAB) >> 17 for every x < 2^17 (sums are <= 765).
         let third = _mm_set1_epi16(0xAAABu16 as i16);
@@ -293,7 +352,11 @@ mod x86 {
     #[target_feature(enable = "ssse3")]
     pub(super) unsafe fn mean3_u16(src: *const u16, dst: *mut u16, chunks: usize) {
         let Some(mm) = masks(2) else { return };
-        let m = [load3(&mm.split[0]), load3(&mm.split[1]), load3(&mm.split[2])];
+        let m = [
+            load3(&mm.split[0]),
+            load3(&mm.split[1]),
+            load3(&mm.split[2]),
+        ];
         let zero = _mm_setzero_si128();
         let third = _mm_set1_ps(super::THIRD_UP);
         let bias = _mm_set1_epi32(0x8000);
@@ -355,7 +418,11 @@ mod x86 {
     #[target_feature(enable = "avx2")]
     unsafe fn split_pair(s: *const u8, m: &[[__m256i; 3]; 3]) -> [__m256i; 3] {
         let v = [load_pair(s, 0), load_pair(s, 1), load_pair(s, 2)];
-        [pick_wide(&v, &m[0]), pick_wide(&v, &m[1]), pick_wide(&v, &m[2])]
+        [
+            pick_wide(&v, &m[0]),
+            pick_wide(&v, &m[1]),
+            pick_wide(&v, &m[2]),
+        ]
     }
 
     /// # Safety
@@ -368,7 +435,11 @@ mod x86 {
         chunks: usize,
         masks: &[[[u8; 16]; 3]; 3],
     ) {
-        let m = [load3_wide(&masks[0]), load3_wide(&masks[1]), load3_wide(&masks[2])];
+        let m = [
+            load3_wide(&masks[0]),
+            load3_wide(&masks[1]),
+            load3_wide(&masks[2]),
+        ];
         for i in 0..chunks {
             let c = split_pair(src.add(96 * i), &m);
             for (d, v) in dst.iter().zip(c) {
@@ -387,7 +458,11 @@ mod x86 {
         chunks: usize,
         masks: &[[[u8; 16]; 3]; 3],
     ) {
-        let m = [load3_wide(&masks[0]), load3_wide(&masks[1]), load3_wide(&masks[2])];
+        let m = [
+            load3_wide(&masks[0]),
+            load3_wide(&masks[1]),
+            load3_wide(&masks[2]),
+        ];
         for i in 0..chunks {
             // Low halves: 16 bytes of each colour for chunk 0; high halves: chunk 1.
             let v = src.map(|p| _mm256_loadu_si256(p.add(32 * i).cast()));
@@ -401,11 +476,36 @@ mod x86 {
     }
 
     /// # Safety
+    /// AVX2 available; `src` readable for 32·chunks bytes, `dst` writable for 96·chunks.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn triple_avx2(
+        src: *const u8,
+        dst: *mut u8,
+        chunks: usize,
+        masks: &[[u8; 16]; 3],
+    ) {
+        let m = load3_wide(masks);
+        for i in 0..chunks {
+            let v = _mm256_loadu_si256(src.add(32 * i).cast());
+            let d = dst.add(96 * i);
+            for (k, mk) in m.iter().enumerate() {
+                let o = _mm256_shuffle_epi8(v, *mk);
+                _mm_storeu_si128(d.add(16 * k).cast(), _mm256_castsi256_si128(o));
+                _mm_storeu_si128(d.add(48 + 16 * k).cast(), _mm256_extracti128_si256(o, 1));
+            }
+        }
+    }
+
+    /// # Safety
     /// AVX2 available; `src` readable for 96·chunks bytes, `dst` writable for 32·chunks.
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn mean3_u8_avx2(src: *const u8, dst: *mut u8, chunks: usize) {
         let Some(mm) = masks(1) else { return };
-        let m = [load3_wide(&mm.split[0]), load3_wide(&mm.split[1]), load3_wide(&mm.split[2])];
+        let m = [
+            load3_wide(&mm.split[0]),
+            load3_wide(&mm.split[1]),
+            load3_wide(&mm.split[2]),
+        ];
         let zero = _mm256_setzero_si256();
         let third = _mm256_set1_epi16(0xAAABu16 as i16);
         for i in 0..chunks {
@@ -431,7 +531,11 @@ mod x86 {
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn mean3_u16_avx2(src: *const u16, dst: *mut u16, chunks: usize) {
         let Some(mm) = masks(2) else { return };
-        let m = [load3_wide(&mm.split[0]), load3_wide(&mm.split[1]), load3_wide(&mm.split[2])];
+        let m = [
+            load3_wide(&mm.split[0]),
+            load3_wide(&mm.split[1]),
+            load3_wide(&mm.split[2]),
+        ];
         let zero = _mm256_setzero_si256();
         let third = _mm256_set1_ps(super::THIRD_UP);
         let bias = _mm256_set1_epi32(0x8000);
@@ -443,11 +547,17 @@ mod x86 {
                 _mm256_sub_epi32(q, bias)
             };
             let lo = _mm256_add_epi32(
-                _mm256_add_epi32(_mm256_unpacklo_epi16(r, zero), _mm256_unpacklo_epi16(g, zero)),
+                _mm256_add_epi32(
+                    _mm256_unpacklo_epi16(r, zero),
+                    _mm256_unpacklo_epi16(g, zero),
+                ),
                 _mm256_unpacklo_epi16(b, zero),
             );
             let hi = _mm256_add_epi32(
-                _mm256_add_epi32(_mm256_unpackhi_epi16(r, zero), _mm256_unpackhi_epi16(g, zero)),
+                _mm256_add_epi32(
+                    _mm256_unpackhi_epi16(r, zero),
+                    _mm256_unpackhi_epi16(g, zero),
+                ),
                 _mm256_unpackhi_epi16(b, zero),
             );
             let q = _mm256_xor_si256(_mm256_packs_epi32(quot(lo), quot(hi)), flip);

@@ -6,7 +6,7 @@ use ndflow_core::{with_pixel_type, ColorMode, DataType, Pixel};
 
 use super::kernel::{mono_to_rgb, rgb_to_mono, rgb_to_rgb, FalseColor};
 use super::rgb_strides;
-use super::simd::{join3, mean3_u16, mean3_u8, split3, Isa};
+use super::simd::{join3, mean3_u16, mean3_u8, split3, triple, Isa};
 
 /// Deterministic bit patterns as `T` (NaNs included; compared as bytes).
 fn bits<T: Pixel>(n: usize, seed: u64) -> Vec<T> {
@@ -27,7 +27,9 @@ fn values<T: Pixel>(n: usize, seed: u64) -> Vec<T> {
     let mut x = seed | 1;
     (0..n)
         .map(|_| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let u = (x >> 11) as f64 / (1u64 << 53) as f64;
             T::from_f64(lo + u * (hi - lo))
         })
@@ -42,16 +44,28 @@ fn check_split_join<T: Pixel>() {
     for n in [0, 1, 2, 5, 15, 16, 17, 31, 47, 48, 49, 1023] {
         let src = bits::<T>(3 * n, n as u64 + 1);
         for isa in Isa::all_here() {
-            let mut p = [vec![T::default(); n], vec![T::default(); n], vec![T::default(); n]];
+            let mut p = [
+                vec![T::default(); n],
+                vec![T::default(); n],
+                vec![T::default(); n],
+            ];
             let [r, g, b] = &mut p;
             split3(&src, r, g, b, isa);
             for (c, plane) in p.iter().enumerate() {
                 let want: Vec<T> = src.iter().skip(c).step_by(3).copied().collect();
-                assert!(same(plane, &want), "{} n={n} {isa:?} split c{c}", T::DATA_TYPE);
+                assert!(
+                    same(plane, &want),
+                    "{} n={n} {isa:?} split c{c}",
+                    T::DATA_TYPE
+                );
             }
             let mut back = vec![T::default(); 3 * n];
             join3(&p[0], &p[1], &p[2], &mut back, isa);
             assert!(same(&back, &src), "{} n={n} {isa:?} join", T::DATA_TYPE);
+            let mut three = vec![T::default(); 3 * n];
+            triple(&p[1], &mut three, isa);
+            let want: Vec<T> = p[1].iter().flat_map(|v| [*v; 3]).collect();
+            assert!(same(&three, &want), "{} n={n} {isa:?} triple", T::DATA_TYPE);
         }
     }
 }
@@ -124,18 +138,29 @@ fn check_frames<T: Pixel>(w: usize, h: usize) {
                 };
                 let mut want = vec![T::default(); 3 * n];
                 let mut want_mono = vec![T::default(); 3 * n];
-                for (y, x, c) in (0..h).flat_map(|y| (0..w).flat_map(move |x| (0..3).map(move |c| (y, x, c)))) {
-                    want[x * so.xs + y * so.ys + c * so.cs] = src[x * si.xs + y * si.ys + c * si.cs];
+                for (y, x, c) in
+                    (0..h).flat_map(|y| (0..w).flat_map(move |x| (0..3).map(move |c| (y, x, c))))
+                {
+                    want[x * so.xs + y * so.ys + c * so.cs] =
+                        src[x * si.xs + y * si.ys + c * si.cs];
                     want_mono[x * so.xs + y * so.ys + c * so.cs] = mono[x + y * w];
                 }
                 if mi != mo {
                     let mut got = vec![T::default(); 3 * n];
                     rgb_to_rgb(&src, &mut got, w, h, si, so, isa);
-                    assert!(same(&got, &want), "{}", ctx(&format!("{mi:?}->{mo:?}"), isa));
+                    assert!(
+                        same(&got, &want),
+                        "{}",
+                        ctx(&format!("{mi:?}->{mo:?}"), isa)
+                    );
                 }
                 let mut got = vec![T::default(); 3 * n];
                 mono_to_rgb(&mono, &mut got, w, h, so, FalseColor::None, isa);
-                assert!(same(&got, &want_mono), "{}", ctx(&format!("Mono->{mo:?}"), isa));
+                assert!(
+                    same(&got, &want_mono),
+                    "{}",
+                    ctx(&format!("Mono->{mo:?}"), isa)
+                );
             }
             let want: Vec<T> = (0..n)
                 .map(|p| {

@@ -54,6 +54,8 @@ impl Geo {
 /// Which micro-kernels to use; tests force each one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Isa {
+    /// Chosen by tests, and by `detect` off x86_64.
+    #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
     Scalar,
     #[cfg(target_arch = "x86_64")]
     Sse2,
@@ -127,10 +129,14 @@ unsafe fn scalar_block<E: Copy, const R: usize, const L: usize>(
         // SAFETY: the caller's contract, run i.
         unsafe { s.offset(i as isize * ss).cast::<[E; L]>().read_unaligned() }
     });
-    for l in 0..L {
-        let row: [E; R] = std::array::from_fn(|i| blk[i][l]);
+    let rows: [[E; R]; L] = std::array::from_fn(|l| std::array::from_fn(|i| blk[i][l]));
+    for (l, row) in rows.into_iter().enumerate() {
         // SAFETY: the caller's contract, output row l.
-        unsafe { d.offset(l as isize * ds).cast::<[E; R]>().write_unaligned(row) };
+        unsafe {
+            d.offset(l as isize * ds)
+                .cast::<[E; R]>()
+                .write_unaligned(row)
+        };
     }
 }
 
@@ -151,8 +157,16 @@ struct TileBuf([u8; TILE_BUF]);
 /// Tile size (`ti`, `tl`) for `size`-byte elements and `R`×`L` blocks: multiples of `R`
 /// and `L` within the buffer; None when not even one block fits.
 const fn tile_size(size: usize, r: usize, l: usize) -> Option<(usize, usize)> {
-    let ti = if RUN_BYTES / size > r { RUN_BYTES / size / r * r } else { r };
-    let tl = if LANE_BYTES / size > l { LANE_BYTES / size / l * l } else { l };
+    let ti = if RUN_BYTES / size > r {
+        RUN_BYTES / size / r * r
+    } else {
+        r
+    };
+    let tl = if LANE_BYTES / size > l {
+        LANE_BYTES / size / l * l
+    } else {
+        l
+    };
     if ti * tl * size > TILE_BUF {
         None
     } else {
@@ -327,9 +341,30 @@ mod x86 {
             }
         };
     }
-    sse2_block!(block_u8_sse2, u8, 16, 4, _mm_unpacklo_epi8, _mm_unpackhi_epi8);
-    sse2_block!(block_u16_sse2, u16, 8, 3, _mm_unpacklo_epi16, _mm_unpackhi_epi16);
-    sse2_block!(block_u32_sse2, u32, 4, 2, _mm_unpacklo_epi32, _mm_unpackhi_epi32);
+    sse2_block!(
+        block_u8_sse2,
+        u8,
+        16,
+        4,
+        _mm_unpacklo_epi8,
+        _mm_unpackhi_epi8
+    );
+    sse2_block!(
+        block_u16_sse2,
+        u16,
+        8,
+        3,
+        _mm_unpacklo_epi16,
+        _mm_unpackhi_epi16
+    );
+    sse2_block!(
+        block_u32_sse2,
+        u32,
+        4,
+        2,
+        _mm_unpacklo_epi32,
+        _mm_unpackhi_epi32
+    );
 
     /// One AVX2 pair of blocks: `N` runs of `2N` lanes; each 128-bit half transposes as the
     /// SSE2 block does, the low half giving output rows 0..N, the high half rows N..2N.
@@ -358,9 +393,30 @@ mod x86 {
             }
         };
     }
-    avx2_block!(block_u8_avx2, u8, 16, 4, _mm256_unpacklo_epi8, _mm256_unpackhi_epi8);
-    avx2_block!(block_u16_avx2, u16, 8, 3, _mm256_unpacklo_epi16, _mm256_unpackhi_epi16);
-    avx2_block!(block_u32_avx2, u32, 4, 2, _mm256_unpacklo_epi32, _mm256_unpackhi_epi32);
+    avx2_block!(
+        block_u8_avx2,
+        u8,
+        16,
+        4,
+        _mm256_unpacklo_epi8,
+        _mm256_unpackhi_epi8
+    );
+    avx2_block!(
+        block_u16_avx2,
+        u16,
+        8,
+        3,
+        _mm256_unpacklo_epi16,
+        _mm256_unpackhi_epi16
+    );
+    avx2_block!(
+        block_u32_avx2,
+        u32,
+        4,
+        2,
+        _mm256_unpacklo_epi32,
+        _mm256_unpackhi_epi32
+    );
 
     macro_rules! entry {
         ($sse:ident, $avx:ident, $t:ty, $n:expr, $bsse:ident, $bavx:ident) => {
