@@ -52,7 +52,7 @@ pub(crate) fn split3<E: bytemuck::Pod>(src: &[E], r: &mut [E], g: &mut [E], b: &
     let n = r.len().min(g.len()).min(b.len()).min(src.len() / 3);
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
-    if let (Some(m), Some(k)) = (x86::masks(std::mem::size_of::<E>()), x86::width(isa)) {
+    if let (Some(k), Some(m)) = (x86::width(isa), x86::masks(std::mem::size_of::<E>())) {
         // Pixels per k·16 bytes of a plane.
         let per = k * 16 / std::mem::size_of::<E>();
         let chunks = n / per;
@@ -88,7 +88,7 @@ pub(crate) fn join3<E: bytemuck::Pod>(r: &[E], g: &[E], b: &[E], dst: &mut [E], 
     let n = r.len().min(g.len()).min(b.len()).min(dst.len() / 3);
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
-    if let (Some(m), Some(k)) = (x86::masks(std::mem::size_of::<E>()), x86::width(isa)) {
+    if let (Some(k), Some(m)) = (x86::width(isa), x86::masks(std::mem::size_of::<E>())) {
         let per = k * 16 / std::mem::size_of::<E>();
         let chunks = n / per;
         let s = [r.as_ptr().cast(), g.as_ptr().cast(), b.as_ptr().cast()];
@@ -115,7 +115,7 @@ pub(crate) fn triple<E: bytemuck::Pod>(src: &[E], dst: &mut [E], isa: Isa) {
     let n = src.len().min(dst.len() / 3);
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
-    if let (Some(m), Some(k)) = (x86::masks(std::mem::size_of::<E>()), x86::width(isa)) {
+    if let (Some(k), Some(m)) = (x86::width(isa), x86::masks(std::mem::size_of::<E>())) {
         let per = k * 16 / std::mem::size_of::<E>();
         let chunks = n / per;
         let (s, d) = (src.as_ptr().cast(), dst.as_mut_ptr().cast());
@@ -209,10 +209,20 @@ mod x86 {
     }
 
     /// Masks for `e`-byte elements (None unless e divides 16).
-    pub(super) fn masks(e: usize) -> Option<Masks> {
-        if !matches!(e, 1 | 2 | 4 | 8) {
-            return None;
+    pub(super) fn masks(e: usize) -> Option<&'static Masks> {
+        match e {
+            1 => Some(&MASKS[0]),
+            2 => Some(&MASKS[1]),
+            4 => Some(&MASKS[2]),
+            8 => Some(&MASKS[3]),
+            _ => None,
         }
+    }
+
+    /// Built at compile time (rebuilding them per row cost as much as the shuffles).
+    static MASKS: [Masks; 4] = [make(1), make(2), make(4), make(8)];
+
+    const fn make(e: usize) -> Masks {
         let mut m = Masks {
             split: [[[0x80; 16]; 3]; 3],
             join: [[[0x80; 16]; 3]; 3],
@@ -220,15 +230,17 @@ mod x86 {
         };
         // Interleaved byte o (0..48) is byte `bb` of colour c of pixel p of the chunk; in the
         // colour's register it is byte p·e + bb.
-        for o in 0..48 {
+        let mut o = 0;
+        while o < 48 {
             let (p, q) = (o / (3 * e), o % (3 * e));
             let (c, bb) = (q / e, q % e);
             let k = p * e + bb;
             m.split[c][o / 16][k] = (o % 16) as u8;
             m.join[o / 16][c][o % 16] = k as u8;
             m.triple[o / 16][o % 16] = k as u8;
+            o += 1;
         }
-        Some(m)
+        m
     }
 
     #[inline(always)]
@@ -413,6 +425,19 @@ mod x86 {
         _mm256_or_si256(_mm256_or_si256(a, b), c)
     }
 
+    /// Stores registers k = 0..3 of two 48-byte chunks (chunk 0 in the low halves) as the
+    /// 96 bytes at `d`, in three whole 32-byte stores.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn store_pair(d: *mut u8, o: [__m256i; 3]) {
+        let a = _mm256_permute2x128_si256(o[0], o[1], 0x20); // chunk 0: regs 0, 1
+        let b = _mm256_permute2x128_si256(o[2], o[0], 0x30); // chunk 0 reg 2, chunk 1 reg 0
+        let c = _mm256_permute2x128_si256(o[1], o[2], 0x31); // chunk 1: regs 1, 2
+        _mm256_storeu_si256(d.cast(), a);
+        _mm256_storeu_si256(d.add(32).cast(), b);
+        _mm256_storeu_si256(d.add(64).cast(), c);
+    }
+
     /// Three colour registers (32 bytes each) of the 96 bytes at `s`.
     #[inline]
     #[target_feature(enable = "avx2")]
@@ -466,12 +491,12 @@ mod x86 {
         for i in 0..chunks {
             // Low halves: 16 bytes of each colour for chunk 0; high halves: chunk 1.
             let v = src.map(|p| _mm256_loadu_si256(p.add(32 * i).cast()));
-            let d = dst.add(96 * i);
-            for (k, mk) in m.iter().enumerate() {
-                let o = pick_wide(&v, mk);
-                _mm_storeu_si128(d.add(16 * k).cast(), _mm256_castsi256_si128(o));
-                _mm_storeu_si128(d.add(48 + 16 * k).cast(), _mm256_extracti128_si256(o, 1));
-            }
+            let o = [
+                pick_wide(&v, &m[0]),
+                pick_wide(&v, &m[1]),
+                pick_wide(&v, &m[2]),
+            ];
+            store_pair(dst.add(96 * i), o);
         }
     }
 
@@ -487,12 +512,12 @@ mod x86 {
         let m = load3_wide(masks);
         for i in 0..chunks {
             let v = _mm256_loadu_si256(src.add(32 * i).cast());
-            let d = dst.add(96 * i);
-            for (k, mk) in m.iter().enumerate() {
-                let o = _mm256_shuffle_epi8(v, *mk);
-                _mm_storeu_si128(d.add(16 * k).cast(), _mm256_castsi256_si128(o));
-                _mm_storeu_si128(d.add(48 + 16 * k).cast(), _mm256_extracti128_si256(o, 1));
-            }
+            let o = [
+                _mm256_shuffle_epi8(v, m[0]),
+                _mm256_shuffle_epi8(v, m[1]),
+                _mm256_shuffle_epi8(v, m[2]),
+            ];
+            store_pair(dst.add(96 * i), o);
         }
     }
 
