@@ -243,6 +243,8 @@ mod x86 {
         m
     }
 
+    /// # Safety
+    /// None beyond the intrinsics' (SSE2 is baseline on x86_64).
     #[inline(always)]
     unsafe fn load3(m: &[[u8; 16]; 3]) -> [__m128i; 3] {
         // SAFETY: each row is 16 readable bytes.
@@ -250,6 +252,9 @@ mod x86 {
     }
 
     /// One colour register from three source registers.
+    ///
+    /// # Safety
+    /// SSSE3 available.
     #[inline]
     #[target_feature(enable = "ssse3")]
     unsafe fn pick(v: &[__m128i; 3], m: &[__m128i; 3]) -> __m128i {
@@ -400,6 +405,9 @@ mod x86 {
     }
 
     /// The 16-byte masks in both halves.
+    ///
+    /// # Safety
+    /// AVX2 available.
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn load3_wide(m: &[[u8; 16]; 3]) -> [__m256i; 3] {
@@ -408,6 +416,9 @@ mod x86 {
     }
 
     /// Register k of two consecutive 48-byte chunks at `s`: chunk 0 low, chunk 1 high.
+    ///
+    /// # Safety
+    /// AVX2 available; `s` readable for 96 bytes.
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn load_pair(s: *const u8, k: usize) -> __m256i {
@@ -416,6 +427,10 @@ mod x86 {
         _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1)
     }
 
+    /// `pick` on both halves.
+    ///
+    /// # Safety
+    /// AVX2 available.
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn pick_wide(v: &[__m256i; 3], m: &[__m256i; 3]) -> __m256i {
@@ -427,6 +442,9 @@ mod x86 {
 
     /// Stores registers k = 0..3 of two 48-byte chunks (chunk 0 in the low halves) as the
     /// 96 bytes at `d`, in three whole 32-byte stores.
+    ///
+    /// # Safety
+    /// AVX2 available; `d` writable for 96 bytes.
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn store_pair(d: *mut u8, o: [__m256i; 3]) {
@@ -439,6 +457,9 @@ mod x86 {
     }
 
     /// Three colour registers (32 bytes each) of the 96 bytes at `s`.
+    ///
+    /// # Safety
+    /// AVX2 available; `s` readable for 96 bytes.
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn split_pair(s: *const u8, m: &[[__m256i; 3]; 3]) -> [__m256i; 3] {

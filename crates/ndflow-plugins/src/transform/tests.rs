@@ -56,8 +56,13 @@ fn check<T: Pixel>(w: usize, h: usize, colours: &[Colour]) {
             for isa in Isa::all_here() {
                 let mut got = vec![T::default(); src.len()];
                 transform_frame_with(&src, &mut got, &map, colour, isa).unwrap();
-                let same = bytemuck::cast_slice::<T, u8>(&got) == bytemuck::cast_slice::<T, u8>(&want);
-                assert!(same, "{} {w}x{h} {colour:?} kind {kind} {isa:?}", T::DATA_TYPE);
+                let same =
+                    bytemuck::cast_slice::<T, u8>(&got) == bytemuck::cast_slice::<T, u8>(&want);
+                assert!(
+                    same,
+                    "{} {w}x{h} {colour:?} kind {kind} {isa:?}",
+                    T::DATA_TYPE
+                );
             }
         }
     }
