@@ -135,16 +135,36 @@ fn benches(c: &mut Criterion) {
 
     memcpy(&mut g, W * W * 3);
     g.throughput(Throughput::Bytes((W * W * 3) as u64));
-    for (out, name) in [(4, "rgb3"), (0, "mono")] {
+    for (out, name) in [(4, "rgb3"), (3, "rgb2"), (0, "mono")] {
         let h = harness(ColorConvertPlugin::new(), &[("ColorModeOut", out)]);
         let f = frame::<u8, _>(&h, &[3, W, W], ColorMode::RGB1);
         g.bench_function(format!("colorconvert_rgb1_to_{name}_1024_u8"), |b| {
             b.iter(|| run(&h, &f))
         });
     }
+    for (mode, sizes, name) in [
+        (ColorMode::RGB3, [W, W, 3], "rgb3"),
+        (ColorMode::RGB2, [W, 3, W], "rgb2"),
+    ] {
+        let h = harness(ColorConvertPlugin::new(), &[("ColorModeOut", 2)]);
+        let f = frame::<u8, _>(&h, &sizes, mode);
+        g.bench_function(format!("colorconvert_{name}_to_rgb1_1024_u8"), |b| {
+            b.iter(|| run(&h, &f))
+        });
+    }
     let h = overlay_harness();
     let f = frame::<u8, _>(&h, &[3, W, W], ColorMode::RGB1);
     g.bench_function("overlay_8shapes_1024_rgb1_u8", |b| b.iter(|| run(&h, &f)));
+
+    memcpy(&mut g, W * W * 6);
+    g.throughput(Throughput::Bytes((W * W * 6) as u64));
+    for (out, name) in [(4, "rgb3"), (0, "mono")] {
+        let h = harness(ColorConvertPlugin::new(), &[("ColorModeOut", out)]);
+        let f = frame::<u16, _>(&h, &[3, W, W], ColorMode::RGB1);
+        g.bench_function(format!("colorconvert_rgb1_to_{name}_1024_u16"), |b| {
+            b.iter(|| run(&h, &f))
+        });
+    }
     g.finish();
 }
 

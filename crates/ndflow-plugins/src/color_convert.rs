@@ -18,6 +18,9 @@
 //! them for Mono/Bayer → RGB).
 
 mod kernel;
+mod simd;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
@@ -201,16 +204,17 @@ impl Plugin for ColorConvertPlugin {
         let mut buf = ctx.alloc(n * dt.size())?;
         let pattern = bayer_pattern(input);
         let origin = (input.dims[0].offset, input.dims[1].offset);
+        let isa = simd::Isa::detect();
         with_pixel_type!(dt, T => {
             let src = input.pixels::<T>()?;
             let dst = buf.as_mut_slice::<T>();
             match (mode_in, rgb_strides(mode_in, w, h), out_strides) {
-                (ColorMode::Mono, _, Some(o)) => kernel::mono_to_rgb(src, dst, w, h, o, fc),
+                (ColorMode::Mono, _, Some(o)) => kernel::mono_to_rgb(src, dst, w, h, o, fc, isa),
                 (ColorMode::Bayer, _, o) => {
                     kernel::bayer(src, dst, w, h, pattern, origin, o)
                 }
-                (_, Some(i), None) => kernel::rgb_to_mono(src, dst, w, h, i),
-                (_, Some(i), Some(o)) => kernel::rgb_to_rgb(src, dst, w, h, i, o),
+                (_, Some(i), None) => kernel::rgb_to_mono(src, dst, w, h, i, isa),
+                (_, Some(i), Some(o)) => kernel::rgb_to_rgb(src, dst, w, h, i, o, isa),
                 _ => {}
             }
         });

@@ -14,6 +14,9 @@
 //! frames, Bayer and YUV (a rotated Bayer mosaic would change its pattern).
 
 mod kernel;
+mod swap;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 

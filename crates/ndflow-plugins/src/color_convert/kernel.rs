@@ -1,9 +1,11 @@
 //! Colour conversion kernels. Rows are walked as slices: an interleaved (RGB1) row is
-//! `chunks_exact(3)`, a planar (RGB2/RGB3) row is three slices, so the loops vectorise.
+//! `chunks_exact(3)`, a planar (RGB2/RGB3) row is three slices. Splitting and joining
+//! interleaved rows, and the 8/16-bit unsigned RGB1 mean, go through `super::simd`.
 
 use ndflow_core::{BayerPattern, Pixel};
 use num_traits::AsPrimitive;
 
+use super::simd::{self, Isa};
 use super::Strides;
 
 /// ADCore's false-colour maps (colorMaps.h), for 8-bit Mono → RGB.
@@ -116,6 +118,7 @@ pub(crate) fn mono_to_rgb<T: Pixel>(
     h: usize,
     o: Strides,
     fc: FalseColor,
+    isa: Isa,
 ) {
     let lut = (fc != FalseColor::None).then(|| table::<T>(fc));
     let idx = |v: &T| AsPrimitive::<u8>::as_(*v) as usize;
@@ -125,7 +128,7 @@ pub(crate) fn mono_to_rgb<T: Pixel>(
             let px = out.chunks_exact_mut(3).zip(row);
             match &lut {
                 Some(t) => px.for_each(|(o, v)| o.copy_from_slice(&t[idx(v)])),
-                None => px.for_each(|(o, v)| o.copy_from_slice(&[*v; 3])),
+                None => simd::triple(row, out, isa),
             }
         }
         return;
@@ -153,50 +156,53 @@ fn mean3<T: Pixel>(r: T, g: T, b: T) -> T {
     T::from_f64((r.to_f64() + g.to_f64() + b.to_f64()) / 3.0)
 }
 
-/// Pixels per block of the interleaved loops: fixed sizes the compiler turns into shuffles.
-const RUN: usize = 16;
-
-/// `mean3` for 8/16-bit integers, exactly: (r+g+b)/3.0 truncated is the integer quotient.
+/// `mean3` for signed 8/16-bit integers, exactly: (r+g+b)/3.0 truncated is the integer
+/// quotient (Rust's `/` truncates toward zero too).
 macro_rules! mean3_int {
     ($name:ident, $t:ty, $wide:ty) => {
         fn $name(out: &mut [$t], row: &[$t]) {
-            let m = |p: &[$t]| ((p[0] as $wide + p[1] as $wide + p[2] as $wide) / 3) as $t;
-            let blocks = out.chunks_exact_mut(RUN).zip(row.chunks_exact(3 * RUN));
-            for (o, p) in blocks {
-                for (d, p) in o.iter_mut().zip(p.chunks_exact(3)) {
-                    *d = m(p);
-                }
-            }
-            let done = out.len() - out.len() % RUN;
-            for (d, p) in out[done..].iter_mut().zip(row[3 * done..].chunks_exact(3)) {
-                *d = m(p);
+            for (d, p) in out.iter_mut().zip(row.chunks_exact(3)) {
+                *d = ((p[0] as $wide + p[1] as $wide + p[2] as $wide) / 3) as $t;
             }
         }
     };
 }
-mean3_int!(mean3_u8, u8, u16);
 mean3_int!(mean3_i8, i8, i16);
-mean3_int!(mean3_u16, u16, u32);
 mean3_int!(mean3_i16, i16, i32);
 
 /// The integer fast path of one interleaved row, if `T` has one.
-fn mean3_row_int<T: Pixel>(out: &mut [T], row: &[T]) -> bool {
+fn mean3_row_int<T: Pixel>(out: &mut [T], row: &[T], isa: Isa) -> bool {
     use ndflow_core::DataType as D;
     match T::DATA_TYPE {
-        D::UInt8 => mean3_u8(bytemuck::cast_slice_mut(out), bytemuck::cast_slice(row)),
+        D::UInt8 => simd::mean3_u8(
+            bytemuck::cast_slice_mut(out),
+            bytemuck::cast_slice(row),
+            isa,
+        ),
         D::Int8 => mean3_i8(bytemuck::cast_slice_mut(out), bytemuck::cast_slice(row)),
-        D::UInt16 => mean3_u16(bytemuck::cast_slice_mut(out), bytemuck::cast_slice(row)),
+        D::UInt16 => simd::mean3_u16(
+            bytemuck::cast_slice_mut(out),
+            bytemuck::cast_slice(row),
+            isa,
+        ),
         D::Int16 => mean3_i16(bytemuck::cast_slice_mut(out), bytemuck::cast_slice(row)),
         _ => return false,
     }
     true
 }
 
-pub(crate) fn rgb_to_mono<T: Pixel>(src: &[T], dst: &mut [T], w: usize, h: usize, i: Strides) {
+pub(crate) fn rgb_to_mono<T: Pixel>(
+    src: &[T],
+    dst: &mut [T],
+    w: usize,
+    h: usize,
+    i: Strides,
+    isa: Isa,
+) {
     for (y, out) in dst.chunks_exact_mut(w).take(h).enumerate() {
         if i.cs == 1 {
             let row = &src[y * 3 * w..][..3 * w];
-            if !mean3_row_int(out, row) {
+            if !mean3_row_int(out, row, isa) {
                 for (m, p) in out.iter_mut().zip(row.chunks_exact(3)) {
                     *m = mean3(p[0], p[1], p[2]);
                 }
@@ -217,24 +223,19 @@ pub(crate) fn rgb_to_rgb<T: Pixel>(
     h: usize,
     i: Strides,
     o: Strides,
+    isa: Isa,
 ) {
     if o.cs == 1 {
         // Planar → interleaved.
         for (y, out) in dst.chunks_exact_mut(3 * w).take(h).enumerate() {
             let [r, g, b] = planar_row(src, w, y, i);
-            for (((p, r), g), b) in out.chunks_exact_mut(3).zip(r).zip(g).zip(b) {
-                p.copy_from_slice(&[*r, *g, *b]);
-            }
+            simd::join3(r, g, b, out, isa);
         }
         return;
     }
     planar_rows_mut(dst, w, h, o, |y, ro, go, bo| {
         if i.cs == 1 {
-            let row = &src[y * 3 * w..][..3 * w];
-            let outs = ro.iter_mut().zip(go.iter_mut()).zip(bo.iter_mut());
-            for (((r, g), b), p) in outs.zip(row.chunks_exact(3)) {
-                (*r, *g, *b) = (p[0], p[1], p[2]);
-            }
+            simd::split3(&src[y * 3 * w..][..3 * w], ro, go, bo, isa);
         } else {
             let [r, g, b] = planar_row(src, w, y, i);
             ro.copy_from_slice(r);

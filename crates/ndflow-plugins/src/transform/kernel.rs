@@ -1,8 +1,10 @@
-//! Transform kernels: one affine remap, row copies when rows stay rows, tiles when they
-//! become columns (so both the reads and the writes stay in cache).
+//! Transform kernels: one affine remap, row copies when rows stay rows, a cache-blocked
+//! SIMD transpose (`super::swap`) when they become columns.
 
 use ndflow_core::Pixel;
 use ndflow_runtime::PluginError;
+
+use super::swap::{transpose_plane, Geo, Isa};
 
 /// One of the eight transforms of a `w`×`h` image, as: does output X come from input Y
 /// (`swap`), and is the input axis behind output X / Y walked backwards (`flip_x`, `flip_y`).
@@ -113,6 +115,17 @@ pub(crate) fn transform_frame<T: Pixel>(
     map: &Map,
     colour: Colour,
 ) -> Result<(), PluginError> {
+    transform_frame_with(src, dst, map, colour, Isa::detect())
+}
+
+/// `transform_frame` with the transposing micro-kernels of `isa` (tests compare them).
+pub(crate) fn transform_frame_with<T: Pixel>(
+    src: &[T],
+    dst: &mut [T],
+    map: &Map,
+    colour: Colour,
+    isa: Isa,
+) -> Result<(), PluginError> {
     let (w, h) = (map.w, map.h);
     let per_pixel = if colour == Colour::Mono { 1 } else { 3 };
     let n = w * h * per_pixel;
@@ -131,11 +144,11 @@ pub(crate) fn transform_frame<T: Pixel>(
         out_row: wo,
     };
     match colour {
-        Colour::Mono => remap(&src[..n], dst, map, whole),
+        Colour::Mono => remap(&src[..n], dst, map, whole, isa),
         Colour::Rgb1 => {
             // A pixel's three values move together: treat them as one element.
             let s: &[[T; 3]] = bytemuck::cast_slice(&src[..n]);
-            remap(s, bytemuck::cast_slice_mut(dst), map, whole);
+            remap(s, bytemuck::cast_slice_mut(dst), map, whole, isa);
         }
         Colour::Rgb2 => (0..3).for_each(|c| {
             let p = Plane {
@@ -144,7 +157,7 @@ pub(crate) fn transform_frame<T: Pixel>(
                 out_off: c * wo,
                 out_row: 3 * wo,
             };
-            remap(&src[..n], dst, map, p)
+            remap(&src[..n], dst, map, p, isa)
         }),
         Colour::Rgb3 => (0..3).for_each(|c| {
             let p = Plane {
@@ -153,13 +166,13 @@ pub(crate) fn transform_frame<T: Pixel>(
                 out_off: c * wo * ho,
                 out_row: wo,
             };
-            remap(&src[..n], dst, map, p)
+            remap(&src[..n], dst, map, p, isa)
         }),
     }
     Ok(())
 }
 
-fn remap<E: Copy>(src: &[E], dst: &mut [E], map: &Map, p: Plane) {
+fn remap<E: bytemuck::Pod>(src: &[E], dst: &mut [E], map: &Map, p: Plane, isa: Isa) {
     let (wo, ho) = map.out_size();
     let (base, sx, sy) = map.affine(p.in_row as isize);
     let base = base + p.in_off as isize;
@@ -179,53 +192,14 @@ fn remap<E: Copy>(src: &[E], dst: &mut [E], map: &Map, p: Plane) {
         }
         return;
     }
-    remap_swapped(src, dst, base, (sx, sy), p, (wo, ho));
-}
-
-/// Rows become columns. Whole 8×8 blocks: eight contiguous input runs (one per output
-/// column) are loaded, then written as eight output row pieces, bands of 8 output rows at a
-/// time (the input lines of a band are reused by the next band from L2). Fixed sizes let
-/// the compiler drop the bounds checks and use shuffles. The ragged right/bottom edges go
-/// element by element.
-fn remap_swapped<E: Copy>(
-    src: &[E],
-    dst: &mut [E],
-    base: isize,
-    (sx, sy): (isize, isize),
-    p: Plane,
-    (wo, ho): (usize, usize),
-) {
-    const B: usize = 8;
-    let at = |xo: usize, yo: usize| (base + xo as isize * sx + yo as isize * sy) as usize;
-    let (wb, hb) = (wo - wo % B, ho - ho % B);
-    for ty in (0..hb).step_by(B) {
-        for tx in (0..wb).step_by(B) {
-            // blk[i][j] = output (tx + i, ty + j): input run along sy.
-            let blk: [[E; B]; B] = std::array::from_fn(|i| {
-                let s = at(tx + i, ty);
-                if sy > 0 {
-                    let run = &src[s..s + B];
-                    std::array::from_fn(|j| run[j])
-                } else {
-                    let run = &src[s + 1 - B..=s];
-                    std::array::from_fn(|j| run[B - 1 - j])
-                }
-            });
-            for j in 0..B {
-                let row: [E; B] = std::array::from_fn(|i| blk[i][j]);
-                dst[p.out_off + (ty + j) * p.out_row + tx..][..B].copy_from_slice(&row);
-            }
-        }
-    }
-    // Right edge (all rows), then bottom edge (the block columns).
-    for yo in 0..ho {
-        for xo in wb..wo {
-            dst[p.out_off + yo * p.out_row + xo] = src[at(xo, yo)];
-        }
-    }
-    for yo in hb..ho {
-        for xo in 0..wb {
-            dst[p.out_off + yo * p.out_row + xo] = src[at(xo, yo)];
-        }
-    }
+    let g = Geo {
+        base,
+        sx,
+        sy,
+        out_off: p.out_off,
+        out_row: p.out_row,
+        wo,
+        ho,
+    };
+    transpose_plane(src, dst, g, isa);
 }
