@@ -523,6 +523,105 @@ fn pva_first(a: &NumArray) -> Option<f64> {
 mod tests {
     use super::*;
 
+    static DEFS: &[ParamDef] = &[
+        ParamDef::float64("Time", 0.5),
+        ParamDef::int32("Count", 7),
+        ParamDef::enumeration("Mode", &["Off", "On", "Auto"], 2).readback_choices(&["o", "i", "a"]),
+        ParamDef::string("Name", "short"),
+        ParamDef::string("Path", "").long_string(),
+    ];
+
+    /// A reader that knows `T:` + each parameter's PV names of one store.
+    fn reader_with(store: &Arc<ParamStore>) -> AttrPvReader {
+        let mut map = HashMap::new();
+        for (idx, def) in store.defs().iter().copied().enumerate() {
+            for (suffix, face) in faces(def) {
+                let pv = LocalPv {
+                    store: Arc::clone(store),
+                    idx,
+                    def,
+                    readback: face == Face::Readback,
+                };
+                map.insert(format!("T:{suffix}"), Arc::new(pv));
+            }
+        }
+        let r = AttrPvReader::default();
+        r.set_local(LocalPvs(map));
+        r
+    }
+
+    fn read(r: &AttrPvReader, pv: &str, dbr: &str) -> AttrValue {
+        match r.source(pv, dbr) {
+            Ok(PvSource::Live(f)) => f(),
+            Ok(PvSource::Cell(_)) => panic!("{pv} was not read in process"),
+            Err(e) => panic!("{pv}: {e}"),
+        }
+    }
+
+    #[test]
+    fn own_pvs_convert_as_their_dbrtype_asks() {
+        let store = Arc::new(ParamStore::new(&[DEFS]));
+        let r = reader_with(&store);
+        assert_eq!(read(&r, "T:Time", "DBR_NATIVE"), AttrValue::Float64(0.5));
+        assert_eq!(read(&r, "T:Time_RBV", "DBR_LONG"), AttrValue::Int32(0));
+        assert_eq!(
+            read(&r, "T:Time", "DBR_STRING"),
+            AttrValue::String("0.5".into())
+        );
+        assert_eq!(read(&r, "T:Count_RBV", ""), AttrValue::Int32(7));
+        assert_eq!(read(&r, "T:Count", "DBR_DOUBLE"), AttrValue::Float64(7.0));
+        // An enum: its menu index natively, its menu string for DBR_STRING — each face's menu.
+        assert_eq!(read(&r, "T:Mode", "DBR_NATIVE"), AttrValue::UInt16(2));
+        assert_eq!(read(&r, "T:Mode", "DBR_ENUM"), AttrValue::Int32(2));
+        assert_eq!(
+            read(&r, "T:Mode", "DBR_STRING"),
+            AttrValue::String("Auto".into())
+        );
+        assert_eq!(
+            read(&r, "T:Mode_RBV", "DBR_STRING"),
+            AttrValue::String("a".into())
+        );
+        assert_eq!(
+            read(&r, "T:Name_RBV", ""),
+            AttrValue::String("short".into())
+        );
+        // A long string (a waveform of chars over CA) reads as its text.
+        let long = "/data/a/path/longer/than/forty/characters/for/sure.h5";
+        store.set_by_name("Path", long).unwrap();
+        assert_eq!(
+            read(&r, "T:Path", "DBR_STRING"),
+            AttrValue::String(long.into())
+        );
+        // Read as each frame is stamped: always the current value.
+        store.set_by_name("Time", 1.25).unwrap();
+        assert_eq!(
+            read(&r, "T:Time_RBV", "DBR_DOUBLE"),
+            AttrValue::Float64(1.25)
+        );
+    }
+
+    #[test]
+    fn names_given_before_the_ports_exist_resolve_once_they_do() {
+        let store = Arc::new(ParamStore::new(&[DEFS]));
+        let early = AttrPvReader::default();
+        let Ok(PvSource::Live(f)) = early.source("T:Count_RBV", "DBR_NATIVE") else {
+            panic!("a name without a scheme waits for this IOC's names");
+        };
+        assert_eq!(f(), AttrValue::Undefined);
+        let names = reader_with(&store).local.into_inner();
+        early.set_local(names.unwrap_or(LocalPvs(HashMap::new())));
+        assert_eq!(f(), AttrValue::Int32(7));
+        // A name we do not serve becomes a (network) monitor; `ca://` always is one.
+        assert!(matches!(
+            early.source("OTHER:PV", ""),
+            Ok(PvSource::Cell(_))
+        ));
+        assert!(matches!(
+            early.source("ca://T:Count", ""),
+            Ok(PvSource::Cell(_))
+        ));
+    }
+
     #[test]
     fn schemes_pick_the_protocol_and_bad_ones_name_the_source() {
         assert!(matches!(route("pva://X:Y"), Ok(Route::Pva("X:Y"))));
