@@ -306,7 +306,11 @@ fn follow_pva(client: &PvaClient, pv: &str, want: Want, cell: &PvCell) {
                     }
                 }
                 Ok(MonitorEvent::Disconnected) => *cell.lock() = AttrValue::Undefined,
-                Ok(MonitorEvent::Finished) => break,
+                // The server ended or refused the subscription: subscribe again a second later.
+                Ok(MonitorEvent::Finished) => {
+                    std::thread::sleep(RETRY);
+                    break;
+                }
                 Ok(MonitorEvent::Failed(why)) => {
                     tracing::warn!("EPICS_PV attribute 'pva://{pv}': refused: {why}");
                     std::thread::sleep(RETRY);
