@@ -12,7 +12,8 @@
 //! `NDAttributesFile` holds a path or the XML text itself; `NDAttributesMacros` (`A=1,B=x`)
 //! fills `$(A)` / `${A}`. PARAM sources are this port's parameters, by ndflow name
 //! (`AcquireTime`) or areaDetector drvInfo string (`ACQ_TIME`). EPICS_PV values come from a
-//! [`PvReader`] (the IOC installs a Channel Access one) and stay undefined until connected.
+//! [`PvReader`] (the IOC installs one that reads its own PVs in process and others over
+//! pvAccess or Channel Access) and stay undefined until connected.
 //! FUNCT attributes call compiled C functions in areaDetector; ndflow cannot load those and
 //! says so in `NDAttributesStatus`'s message instead of silently skipping them.
 
@@ -24,10 +25,28 @@ use parking_lot::{Mutex, RwLock};
 /// The latest value of a watched PV, written by the reader's monitor.
 pub type PvCell = Arc<Mutex<AttrValue>>;
 
+/// A value computed as each frame is stamped (a PV of this process, read from its parameter).
+pub type PvRead = Arc<dyn Fn() -> AttrValue + Send + Sync>;
+
+/// Where an EPICS_PV attribute's value comes from.
+#[derive(Clone)]
+pub enum PvSource {
+    /// A cell that a monitor keeps current.
+    Cell(PvCell),
+    /// Read when the attribute is attached; must be cheap and never block for long.
+    Live(PvRead),
+}
+
 /// Supplies EPICS_PV attribute values: `watch` starts monitoring `pv` and returns the cell the
 /// monitor keeps current. Monitoring may stop once the caller drops every clone of the cell.
 pub trait PvReader: Send + Sync {
     fn watch(&self, pv: &str, dbrtype: &str) -> PvCell;
+
+    /// The source of an attribute naming `pv`; an error (which names the PV) refuses the file
+    /// (`NDAttributesStatus`). By default [`PvReader::watch`]'s cell.
+    fn source(&self, pv: &str, dbrtype: &str) -> Result<PvSource, String> {
+        Ok(PvSource::Cell(self.watch(pv, dbrtype)))
+    }
 }
 
 /// Why a file could not be used; the index is `NDAttributesStatus`'s menu position.
@@ -66,7 +85,7 @@ enum Want {
 enum Source {
     Param { idx: usize, want: Want },
     Const(AttrValue),
-    Pv(PvCell),
+    Pv(PvSource),
 }
 
 struct Spec {
@@ -138,11 +157,11 @@ impl AttributeList {
                     if source.is_empty() {
                         return Err(bad("EPICS_PV needs a source PV name".into()));
                     }
-                    let cell = match pvs {
-                        Some(r) => r.watch(&source, at("dbrtype")),
-                        None => Arc::new(Mutex::new(AttrValue::Undefined)),
+                    let from = match pvs {
+                        Some(r) => r.source(&source, at("dbrtype")).map_err(bad)?,
+                        None => PvSource::Cell(Arc::new(Mutex::new(AttrValue::Undefined))),
                     };
-                    (SourceType::EpicsPv, Source::Pv(cell))
+                    (SourceType::EpicsPv, Source::Pv(from))
                 }
                 "FUNCT" | "FUNCTION" => {
                     return Err(bad(format!(
@@ -180,7 +199,8 @@ impl AttributeList {
         for s in &self.specs {
             let value = match &s.from {
                 Source::Const(v) => v.clone(),
-                Source::Pv(cell) => cell.lock().clone(),
+                Source::Pv(PvSource::Cell(cell)) => cell.lock().clone(),
+                Source::Pv(PvSource::Live(read)) => read(),
                 Source::Param { idx, want } => param_value(params, *idx, *want),
             };
             let attr = NDAttribute {

@@ -344,6 +344,7 @@ impl DriverPort {
         put("TimeRemaining", self.time_remaining().into());
         put("NumQueuedArrays", ((self.busy_probe)() as i64).into());
         let s = self.pool.stats();
+        put("PoolMaxMem", (s.max_mem as f64 / 1e6).into());
         put("PoolUsedMem", (s.used_mem as f64 / 1e6).into());
         put("PoolAllocBuffers", s.alloc_buffers.into());
         put("PoolFreeBuffers", s.free_buffers.into());

@@ -27,7 +27,7 @@ mod plugin_port;
 mod scheduler;
 
 pub use accounting::{Accounting, DropReason};
-pub use attr_file::{PortAttributes, PvCell, PvReader};
+pub use attr_file::{PortAttributes, PvCell, PvRead, PvReader, PvSource};
 pub use driver::{Driver, DriverError};
 pub use driver_port::DriverPort;
 pub use graph::{Graph, GraphError, PortHandle};

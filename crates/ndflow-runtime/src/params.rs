@@ -170,26 +170,26 @@ pub const ARRAY_BASE_PARAMS: &[ParamDef] = &[
     .doc("Result of reading NDAttributesFile"),
     ParamDef::float64("PoolMaxMem", 0.0)
         .min(0.0)
-        .doc("Pool memory cap (MB, 0 = unlimited; plugins allocate from their source's pool)"),
+        .doc("Pool memory cap (MB, 0 = unlimited). Plugins: the cap of the pool their outputs come from (their source driver's); a write sets that pool's cap"),
     ParamDef::enumeration("PoolPollStats", &["", ""], 0)
         .doc("Refresh the pool records now (they are refreshed continuously in ndflow)"),
     ParamDef::float64("PoolUsedMem", 0.0)
         .read_only_plain()
-        .doc("Pool memory allocated (MB)"),
+        .doc("Pool memory allocated (MB). Plugins: that of the pool their outputs come from (their source's), 0 before a first array"),
     ParamDef::int32("PoolAllocBuffers", 0)
         .read_only_plain()
-        .doc("Buffers allocated by the pool"),
+        .doc("Buffers allocated by the pool (plugins: their source's pool)"),
     ParamDef::int32("PoolFreeBuffers", 0)
         .read_only_plain()
-        .doc("Buffers on the pool's free list"),
+        .doc("Buffers on the pool's free list (plugins: their source's pool)"),
     ParamDef::int32("PoolUsedBuffers", 0)
         .read_only_plain()
-        .doc("Buffers in use"),
+        .doc("Buffers in use (plugins: in their source's pool)"),
     ParamDef::enumeration("EmptyFreeList", &["", ""], 0)
-        .doc("Write 1 to free the pool's free buffers"),
+        .doc("Write 1 to free the pool's free buffers (plugins: their source's pool)"),
     ParamDef::enumeration("PreAllocBuffers", &["Done", "Allocate"], 0)
         .busy()
-        .doc("Write 1 to pre-allocate NumPreAllocBuffers of the current frame size"),
+        .doc("Write 1 to pre-allocate NumPreAllocBuffers of the current array size (plugins: in their source's pool, of their last array's size)"),
     ParamDef::int32("NumPreAllocBuffers", 0)
         .min(0.0)
         .doc("Buffers to pre-allocate"),

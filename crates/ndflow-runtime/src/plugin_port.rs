@@ -324,6 +324,8 @@ impl PluginPort {
             "DroppedOutputArrays" => self
                 .dropped_output
                 .store(value.as_i64().unwrap_or(0).max(0) as u64, Ordering::Release),
+            // The pool records act on the pool this port's outputs come from (its source's).
+            "PoolMaxMem" | "EmptyFreeList" | "PreAllocBuffers" => self.pool_put(idx, name, value),
             "ProcessPlugin" if value.as_i64().unwrap_or(0) != 0 => {
                 let last = self.state.lock().last_input.clone();
                 if let Some(f) = last {
@@ -709,10 +711,55 @@ impl PluginPort {
         names
     }
 
+    /// The pool this port's outputs are allocated from: that of its last input's buffer
+    /// (areaDetector's plugins allocate from their source's pool); none before a first input.
+    fn source_pool(&self) -> Option<Pool> {
+        let last = self.state.lock().last_input.clone();
+        last.map(|f| pool_of(&f, &self.fallback_pool))
+    }
+
+    fn pool_put(&self, idx: usize, name: &str, value: &ParamValue) {
+        let v = value.as_f64().unwrap_or(0.0);
+        let pool = self.source_pool();
+        match name {
+            "PoolMaxMem" => {
+                if let Some(p) = pool {
+                    p.set_max_mem((v.max(0.0) * 1e6) as usize);
+                }
+            }
+            "EmptyFreeList" if v != 0.0 => {
+                if let Some(p) = pool {
+                    p.empty_free_list();
+                }
+                let _ = self.params.set(idx, 0);
+            }
+            "PreAllocBuffers" if v != 0.0 => {
+                let n = self
+                    .params
+                    .index("NumPreAllocBuffers")
+                    .map_or(0.0, |i| self.params.get_f64(i))
+                    .max(0.0) as usize;
+                let bytes = self
+                    .params
+                    .index("ArraySize")
+                    .map_or(0.0, |i| self.params.get_f64(i))
+                    .max(0.0) as usize;
+                if let Some(Err(e)) = pool.map(|p| p.preallocate(n, bytes)) {
+                    self.log_once("prealloc", &format!("{}: PreAllocBuffers: {e}", self.name));
+                }
+                let _ = self.params.set(idx, 0);
+            }
+            _ => {}
+        }
+    }
+
     /// Writes the counters to the parameters (called at a bounded rate, and at the end).
     pub(crate) fn publish(&self, rate_tick: bool) {
         let a = self.accounting();
-        let cfg = self.state.lock().cfg;
+        let (cfg, last) = {
+            let st = self.state.lock();
+            (st.cfg, st.last_input.clone())
+        };
         let counter = self.array_counter();
         let mut w: Vec<(usize, ParamValue)> = Vec::with_capacity(32);
         let mut put = |i: Option<usize>, v: ParamValue| {
@@ -757,6 +804,15 @@ impl PluginPort {
                 put(x.array_rate, (((counter - r.1).max(0)) as f64 / dt).into());
             }
             *r = (Instant::now(), counter);
+        }
+        if let Some(f) = last {
+            let s = pool_of(&f, &self.fallback_pool).stats();
+            let mut by_name = |n: &str, v: ParamValue| put(self.params.index(n), v);
+            by_name("PoolMaxMem", (s.max_mem as f64 / 1e6).into());
+            by_name("PoolUsedMem", (s.used_mem as f64 / 1e6).into());
+            by_name("PoolAllocBuffers", s.alloc_buffers.into());
+            by_name("PoolFreeBuffers", s.free_buffers.into());
+            by_name("PoolUsedBuffers", (s.alloc_buffers - s.free_buffers).into());
         }
         self.meta.lock().write_to(&x.meta, &mut w);
         self.params.set_many(&w);

@@ -42,10 +42,17 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     cfg.apply_overrides(opts.prefix.as_deref(), &opts.sets)
         .map_err(|e| e.to_string())?;
     let graph = Arc::new(Graph::new(cfg.threads));
-    // EPICS_PV entries of NDAttributes files read their PVs over Channel Access.
-    graph.set_pv_reader(Arc::new(crate::pv_attrs::CaPvReader::default()));
+    // EPICS_PV entries of NDAttributes files: this IOC's own PVs in process (known once the
+    // ports exist), others over pvAccess (`pva://`) or Channel Access.
+    let pv_reader = Arc::new(crate::pv_attrs::AttrPvReader::default());
+    graph.set_pv_reader(pv_reader.clone());
     let images = Arc::new(ImagePvs::default());
     cfg.build(&graph, &images).map_err(|e| e.to_string())?;
+    pv_reader.set_local(crate::pv_attrs::LocalPvs::build(
+        &graph,
+        &cfg.prefix,
+        &cfg.port_prefixes(),
+    ));
     let serve_pva = cfg.pva && !opts.no_pva;
     let serve_ca = cfg.ca && !opts.no_ca;
     let mut publisher = None;

@@ -584,7 +584,7 @@ pub fn menu_position(def: &ParamDef, v: &ParamValue) -> i64 {
 }
 
 /// The PV suffixes of a parameter and which face each is.
-fn faces(def: &ParamDef) -> Vec<(String, Face)> {
+pub fn faces(def: &ParamDef) -> Vec<(String, Face)> {
     match def.access {
         ParamAccess::ReadWrite => vec![
             (def.name.to_string(), Face::Setpoint),

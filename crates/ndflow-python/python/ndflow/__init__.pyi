@@ -349,12 +349,12 @@ class _NDArrayBaseParams:
         """Result of reading NDAttributesFile Choices: 'Attributes file OK', 'File not found', 'XML syntax error', 'Macro substitution error' (or their index). Kind: enum Attributes file OK|File not found|XML syntax error|Macro substitution error; default 'Attributes file OK'."""
     @property
     def PoolMaxMem(self) -> float:
-        """Pool memory cap (MB, 0 = unlimited; plugins allocate from their source's pool) Range: [0.0, None]. Kind: float64; default 0.0."""
+        """Pool memory cap (MB, 0 = unlimited). Plugins: the cap of the pool their outputs come from (their source driver's); a write sets that pool's cap Range: [0.0, None]. Kind: float64; default 0.0."""
     @PoolMaxMem.setter
     def PoolMaxMem(self, value: float) -> None: ...
     @property
     def PoolMaxMem_RBV(self) -> float:
-        """Pool memory cap (MB, 0 = unlimited; plugins allocate from their source's pool) Range: [0.0, None]. Kind: float64; default 0.0."""
+        """Pool memory cap (MB, 0 = unlimited). Plugins: the cap of the pool their outputs come from (their source driver's); a write sets that pool's cap Range: [0.0, None]. Kind: float64; default 0.0."""
     @property
     def PoolPollStats(self) -> str:
         """Refresh the pool records now (they are refreshed continuously in ndflow) Choices: '', '' (or their index). Kind: enum |; default ''."""
@@ -365,32 +365,32 @@ class _NDArrayBaseParams:
         """Refresh the pool records now (they are refreshed continuously in ndflow) Choices: '', '' (or their index). Kind: enum |; default ''."""
     @property
     def PoolUsedMem(self) -> float:
-        """Pool memory allocated (MB) Kind: float64; default 0.0."""
+        """Pool memory allocated (MB). Plugins: that of the pool their outputs come from (their source's), 0 before a first array Kind: float64; default 0.0."""
     @property
     def PoolAllocBuffers(self) -> int:
-        """Buffers allocated by the pool Kind: int32; default 0."""
+        """Buffers allocated by the pool (plugins: their source's pool) Kind: int32; default 0."""
     @property
     def PoolFreeBuffers(self) -> int:
-        """Buffers on the pool's free list Kind: int32; default 0."""
+        """Buffers on the pool's free list (plugins: their source's pool) Kind: int32; default 0."""
     @property
     def PoolUsedBuffers(self) -> int:
-        """Buffers in use Kind: int32; default 0."""
+        """Buffers in use (plugins: in their source's pool) Kind: int32; default 0."""
     @property
     def EmptyFreeList(self) -> str:
-        """Write 1 to free the pool's free buffers Choices: '', '' (or their index). Kind: enum |; default ''."""
+        """Write 1 to free the pool's free buffers (plugins: their source's pool) Choices: '', '' (or their index). Kind: enum |; default ''."""
     @EmptyFreeList.setter
     def EmptyFreeList(self, value: str | int) -> None: ...
     @property
     def EmptyFreeList_RBV(self) -> str:
-        """Write 1 to free the pool's free buffers Choices: '', '' (or their index). Kind: enum |; default ''."""
+        """Write 1 to free the pool's free buffers (plugins: their source's pool) Choices: '', '' (or their index). Kind: enum |; default ''."""
     @property
     def PreAllocBuffers(self) -> str:
-        """Write 1 to pre-allocate NumPreAllocBuffers of the current frame size Choices: 'Done', 'Allocate' (or their index). Kind: enum Done|Allocate; default 'Done'."""
+        """Write 1 to pre-allocate NumPreAllocBuffers of the current array size (plugins: in their source's pool, of their last array's size) Choices: 'Done', 'Allocate' (or their index). Kind: enum Done|Allocate; default 'Done'."""
     @PreAllocBuffers.setter
     def PreAllocBuffers(self, value: str | int) -> None: ...
     @property
     def PreAllocBuffers_RBV(self) -> str:
-        """Write 1 to pre-allocate NumPreAllocBuffers of the current frame size Choices: 'Done', 'Allocate' (or their index). Kind: enum Done|Allocate; default 'Done'."""
+        """Write 1 to pre-allocate NumPreAllocBuffers of the current array size (plugins: in their source's pool, of their last array's size) Choices: 'Done', 'Allocate' (or their index). Kind: enum Done|Allocate; default 'Done'."""
     @property
     def NumPreAllocBuffers(self) -> int:
         """Buffers to pre-allocate Range: [0.0, None]. Kind: int32; default 0."""
