@@ -118,6 +118,14 @@ impl Proc {
         }
     }
 
+    /// The last lines of the process's output, for an error message.
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+        format!("--- {} ({}):\n{tail}\n", self.what, self.log.display())
+    }
+
     fn stop(&mut self) {
         use nix::sys::signal::{kill, Signal};
         use nix::unistd::Pid;
@@ -142,14 +150,30 @@ impl Drop for Proc {
     }
 }
 
-fn free_tcp() -> Result<u16, String> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
-}
-
-fn free_udp() -> Result<u16, String> {
-    let s = UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    s.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+/// `n` distinct free TCP ports and `n` distinct free UDP ports on 127.0.0.1. Every socket is
+/// held until all are chosen: a port released and handed out again would put two servers on
+/// one number, and the second would fall back to an ephemeral port nobody looks for.
+fn free_ports(n: usize) -> Result<(Vec<u16>, Vec<u16>), String> {
+    let err = |e: std::io::Error| format!("no free loopback port: {e}");
+    let tcp: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()
+        .map_err(err)?;
+    let udp: Vec<UdpSocket> = (0..n)
+        .map(|_| UdpSocket::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()
+        .map_err(err)?;
+    let tcp = tcp
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<Result<_, _>>()
+        .map_err(err)?;
+    let udp = udp
+        .iter()
+        .map(|s| s.local_addr().map(|a| a.port()))
+        .collect::<Result<_, _>>()
+        .map_err(err)?;
+    Ok((tcp, udp))
 }
 
 /// The pvAccess environment of one process: its server on `bind:tcp` (beacons to its own
@@ -177,6 +201,25 @@ fn pva_env(bind: &str, tcp: u16, udp: u16, name_servers: Option<&str>) -> Vec<(S
         name_servers.unwrap_or("").into(),
     ));
     v
+}
+
+/// Waits until every `host:port` accepts a TCP connection (the processes' servers are up), so
+/// the control client's first search reaches them all.
+fn wait_listening(servers: &[String], timeout: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    for s in servers {
+        let addr: std::net::SocketAddr = s.parse().map_err(|_| format!("bad address {s}"))?;
+        loop {
+            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("nothing listens on {s} after {timeout:?}"));
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+    Ok(())
 }
 
 /// The control client: finds PVs only on `servers` (host:port each).
@@ -383,7 +426,8 @@ fn one_process_row(o: &ScaleoutOptions, base: &Path) -> Result<Row, String> {
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let cfg = dir.join("one.toml");
     std::fs::write(&cfg, one_process_config(o, &dir)).map_err(|e| e.to_string())?;
-    let (tcp, udp) = (free_tcp()?, free_udp()?);
+    let (tcp, udp) = free_ports(1)?;
+    let (tcp, udp) = (tcp[0], udp[0]);
     let args = run_args(&cfg, o);
     let mut p = Proc::spawn(
         None,
@@ -449,10 +493,12 @@ fn scaleout_row(o: &ScaleoutOptions, base: &Path, n: usize, in_netns: bool) -> R
     };
     std::fs::write(&writer_cfg, writer_text).map_err(|e| e.to_string())?;
 
+    // Loopback: ports [0] for the head, [k] for writer k.
+    let (tcps, udps) = free_ports(n + 1)?;
     let (head_tcp, head_udp, bind) = if in_netns {
         (NS_PORT, NS_PORT + 1, "0.0.0.0")
     } else {
-        (free_tcp()?, free_udp()?, "127.0.0.1")
+        (tcps[0], udps[0], "127.0.0.1")
     };
     let mut procs = Vec::new();
     let mut control = vec![format!("127.0.0.1:{head_tcp}")];
@@ -464,12 +510,7 @@ fn scaleout_row(o: &ScaleoutOptions, base: &Path, n: usize, in_netns: bool) -> R
                 format!("{}:{NS_PORT}", netns::Netns::head_addr(k)),
                 Some(ns.writers[k - 1].clone()),
             ),
-            None => (
-                free_tcp()?,
-                free_udp()?,
-                format!("127.0.0.1:{head_tcp}"),
-                None,
-            ),
+            None => (tcps[k], udps[k], format!("127.0.0.1:{head_tcp}"), None),
         };
         control.push(match &ns {
             Some(_) => format!("{}:{NS_PORT}", netns::Netns::writer_addr(k)),
@@ -523,6 +564,7 @@ fn scaleout_row(o: &ScaleoutOptions, base: &Path, n: usize, in_netns: bool) -> R
         if let Some(h) = &head_ns {
             netns::enter(h)?;
         }
+        wait_listening(&control, Duration::from_secs(30))?;
         let c = control_client(&control)?;
         measure(&c, "HEAD:cam1:Acquire", &subscribers, &files, frames)
     })
@@ -532,7 +574,11 @@ fn scaleout_row(o: &ScaleoutOptions, base: &Path, n: usize, in_netns: bool) -> R
         Ok(m) => m,
         Err(e) => {
             let why = procs.iter_mut().find_map(|p| p.check().err());
-            return Err(why.map_or(e.clone(), |w| format!("{e}\n{w}")));
+            let logs: String = procs.iter().map(Proc::log_tail).collect();
+            return Err(format!(
+                "{}\n{logs}",
+                why.map_or(e.clone(), |w| format!("{e}\n{w}"))
+            ));
         }
     };
     for p in &mut procs {
