@@ -18,6 +18,8 @@ use crate::plugin_port::Fanout;
 
 /// Frames held by plugins downstream (for WaitForPlugins and NumQueuedArrays).
 pub(crate) type BusyProbe = Arc<dyn Fn() -> u64 + Send + Sync>;
+/// Publishes every port's counters to its parameters now (outside the graph's 100 ms round).
+pub(crate) type PublishAll = Arc<dyn Fn() + Send + Sync>;
 
 #[derive(Default)]
 struct Control {
@@ -43,6 +45,7 @@ pub struct DriverPort {
     rate: Mutex<(Instant, i64)>,
     thread: Mutex<Option<JoinHandle<()>>>,
     busy_probe: BusyProbe,
+    publish_all: PublishAll,
     /// NDAttributesFile: attached to every frame this driver publishes.
     pub(crate) attrs: PortAttributes,
 }
@@ -53,6 +56,7 @@ impl DriverPort {
         mut driver: Box<dyn Driver>,
         params: Arc<ParamStore>,
         busy_probe: BusyProbe,
+        publish_all: PublishAll,
     ) -> Result<Arc<DriverPort>, DriverError> {
         let _ = params.set_by_name("PortName", name);
         driver.init(&params)?;
@@ -77,6 +81,7 @@ impl DriverPort {
             rate: Mutex::new((Instant::now(), 0)),
             thread: Mutex::new(None),
             busy_probe,
+            publish_all,
             attrs: PortAttributes::default(),
         });
         let p = port.clone();
@@ -288,6 +293,10 @@ impl DriverPort {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
+        // The plugins' counters as they are now, before Acquire = 0: after a blocking chain a
+        // client that sees the end reads final counts (areaDetector's blocking callbacks
+        // update them before the driver's callParamCallbacks).
+        (self.publish_all)();
         self.ctl.lock().acquire = false;
         let _ = p.set_by_name("Acquire", 0);
         let _ = p.set_by_name("AcquireBusy", 0);

@@ -155,11 +155,18 @@ impl Graph {
         ]));
         let weak = Arc::downgrade(&self.inner);
         let probe = Arc::new(move || weak.upgrade().map_or(0, |g| g.busy()));
-        let port =
-            DriverPort::start(name, driver, params, probe).map_err(|e| GraphError::Driver {
+        let weak = Arc::downgrade(&self.inner);
+        let publish = Arc::new(move || {
+            if let Some(g) = weak.upgrade() {
+                g.publish(false);
+            }
+        });
+        let port = DriverPort::start(name, driver, params, probe, publish).map_err(|e| {
+            GraphError::Driver {
                 port: name.to_string(),
                 source: e,
-            })?;
+            }
+        })?;
         self.inner
             .ports
             .write()

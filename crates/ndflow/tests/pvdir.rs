@@ -401,3 +401,67 @@ fn an_operation_start_is_posted_after_what_it_reset() {
     }
     g.shutdown();
 }
+
+/// After a blocking plugin chain, the plugin's counters reach clients before the driver's
+/// Acquire = 0, as areaDetector's blocking callbacks update them first: a client that sees
+/// the end and reads a plugin's ArrayCounter_RBV reads the final count.
+#[test]
+fn blocking_plugin_counters_are_final_when_the_acquisition_ends() {
+    let cfg = Config::parse(
+        &CFG.replace(
+            "[[port]]\nname = \"HDF1\"",
+            "[[port]]\nname = \"ROI1\"\ntype = \"roi\"\nprefix = \"ROI1:\"\nNDArrayPort = \"SIM1\"\nBlockingCallbacks = \"Yes\"\n\n[[port]]\nname = \"HDF1\"",
+        ),
+        "t.toml",
+    )
+    .unwrap();
+    let g = Arc::new(Graph::new(1));
+    cfg.build(&g, &ImagePvs::default()).unwrap();
+    let dir = PvDirectory::build(
+        &g,
+        &cfg.prefix,
+        &cfg.port_prefixes(),
+        AccessRules::default(),
+    )
+    .unwrap();
+    let slot = |name: &str| dir.entry(dir.find(name).unwrap()).unwrap().slot;
+    let (acquire, counter) = (slot("D:cam1:Acquire"), slot("D:ROI1:ArrayCounter_RBV"));
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    dir.add_sink(Arc::new(move |s, v| {
+        if s == acquire || s == counter {
+            seen2.lock().push((s, v.clone()));
+        }
+    }));
+    let _publisher = dir.start_publisher().unwrap();
+    g.put("SIM1", "AcquirePeriod", 0.0).unwrap();
+    for round in 1..=5i64 {
+        std::thread::sleep(Duration::from_millis(15));
+        seen.lock().clear();
+        g.put("SIM1", "Acquire", 1i64).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let end = loop {
+            let s = seen.lock().clone();
+            if let Some(i) = s
+                .iter()
+                .position(|(slot, v)| *slot == acquire && *v == ParamValue::Int(0))
+            {
+                break (i, s);
+            }
+            assert!(Instant::now() < deadline, "round {round}: no end posted");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        let (i, s) = end;
+        let last = s[..i]
+            .iter()
+            .rev()
+            .find(|(slot, _)| *slot == counter)
+            .map(|(_, v)| v.clone());
+        assert_eq!(
+            last,
+            Some(ParamValue::Int(5 * round)),
+            "round {round}: {s:?}"
+        );
+    }
+    g.shutdown();
+}
