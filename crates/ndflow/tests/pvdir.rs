@@ -46,6 +46,20 @@ fn local() -> ClientInfo {
     }
 }
 
+/// Every value posted for `slots`, in order, as (slot, value).
+type Posts = Arc<parking_lot::Mutex<Vec<(usize, ParamValue)>>>;
+
+fn record(dir: &PvDirectory, slots: &[usize]) -> Posts {
+    let seen: Posts = Arc::default();
+    let (seen2, slots) = (seen.clone(), slots.to_vec());
+    dir.add_sink(Arc::new(move |s, v| {
+        if slots.contains(&s) {
+            seen2.lock().push((s, v.clone()));
+        }
+    }));
+    seen
+}
+
 /// Puts through the directory and returns the outcome and how long completion took.
 fn put(
     dir: &PvDirectory,
@@ -306,13 +320,7 @@ fn an_operation_end_is_posted_after_what_it_changed() {
         .entry(dir.find("D:cam1:ArrayCounter_RBV").unwrap())
         .unwrap()
         .slot;
-    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let seen2 = seen.clone();
-    dir.add_sink(Arc::new(move |s, v| {
-        if s == acquire || s == counter {
-            seen2.lock().push((s, v.clone()));
-        }
-    }));
+    let seen = record(&dir, &[acquire, counter]);
     let _publisher = dir.start_publisher().unwrap();
     g.put("SIM1", "AcquirePeriod", 0.0).unwrap();
     for round in 1..=10i64 {
@@ -355,13 +363,7 @@ fn an_operation_start_is_posted_after_what_it_reset() {
     let (g, dir) = setup(AccessRules::default());
     let slot = |name: &str| dir.entry(dir.find(name).unwrap()).unwrap().slot;
     let (capture, captured) = (slot("D:HDF1:Capture"), slot("D:HDF1:NumCaptured_RBV"));
-    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let seen2 = seen.clone();
-    dir.add_sink(Arc::new(move |s, v| {
-        if s == capture || s == captured {
-            seen2.lock().push((s, v.clone()));
-        }
-    }));
+    let seen = record(&dir, &[capture, captured]);
     let _publisher = dir.start_publisher().unwrap();
     for (k, v) in [
         ("FileWriteMode", ParamValue::Str("Stream".into())),
@@ -426,13 +428,7 @@ fn blocking_plugin_counters_are_final_when_the_acquisition_ends() {
     .unwrap();
     let slot = |name: &str| dir.entry(dir.find(name).unwrap()).unwrap().slot;
     let (acquire, counter) = (slot("D:cam1:Acquire"), slot("D:ROI1:ArrayCounter_RBV"));
-    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let seen2 = seen.clone();
-    dir.add_sink(Arc::new(move |s, v| {
-        if s == acquire || s == counter {
-            seen2.lock().push((s, v.clone()));
-        }
-    }));
+    let seen = record(&dir, &[acquire, counter]);
     let _publisher = dir.start_publisher().unwrap();
     g.put("SIM1", "AcquirePeriod", 0.0).unwrap();
     for round in 1..=5i64 {
