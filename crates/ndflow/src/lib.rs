@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod bench;
+pub mod bench_ab;
 pub mod bench_ca;
 pub mod bench_codec;
 pub mod bench_hdf5;
