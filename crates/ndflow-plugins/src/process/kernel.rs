@@ -473,7 +473,15 @@ fn run_impl<I: Pixel, O: OutPixel, R: Real, const V: bool>(
             let dense = fo.next.is_dense();
             match out {
                 Some(out) if fo.out == fo.next && dense => {
-                    fused_same::<I, O, R, true, V>(input, fo.f, fo.next, out)
+                    let done = if V {
+                        // SAFETY: V is true only in run_avx2, which `run` calls after
+                        // detecting AVX2.
+                        unsafe { fused_avx2::fused_same_dense(input, fo.f, &fo.next, out) }
+                    } else {
+                        0
+                    };
+                    let (input, f, out) = (&input[done..], &mut fo.f[done..], &mut out[done..]);
+                    fused_same::<I, O, R, true, V>(input, f, fo.next, out)
                 }
                 Some(out) if fo.out == fo.next => {
                     fused_same::<I, O, R, false, V>(input, fo.f, fo.next, out)
@@ -669,6 +677,8 @@ pub(crate) fn min_max<I: Pixel>(input: &[I]) -> Option<(f64, f64)> {
 pub(crate) fn to_f64<I: Pixel>(input: &[I]) -> Vec<f64> {
     input.iter().map(|x| x.to_f64()).collect()
 }
+
+mod fused_avx2;
 
 #[cfg(test)]
 mod tests;

@@ -343,3 +343,32 @@ fn zero_coefficient_skips_non_finite() {
     assert_eq!(min_max::<f32>(&[f32::NAN, 2.0, -1.0]), Some((-1.0, 2.0)));
     assert_eq!(min_max::<u8>(&[]), None);
 }
+
+/// The hand-written AVX2 hot path (f64 filter, UInt8/UInt16 in and out, O and F sharing
+/// dense coefficients) equals the baseline build bit for bit: F holding every edge value
+/// (NaN, ±∞, ±0, halves, values that saturate each output type), coefficients that keep,
+/// shrink, negate and offset, and lengths that leave a tail after the 16-pixel blocks.
+#[test]
+fn hand_written_avx2_hot_path_matches_baseline() {
+    let edges = edge_values_f64();
+    let l = Linear::new;
+    let lins = [
+        l(0.0, 0.99, 0.01),
+        l(0.0, 1.0, 1.0),
+        l(-40.0, 0.9, 1.3),
+        l(128.0, -1.0, 1.0),
+        l(0.5, 1e-3, 300.0),
+    ];
+    for n in [0, 5, 16, 31, 4099, edges.len()] {
+        let f0: Vec<f64> = edges.iter().copied().cycle().take(n).collect();
+        let in8: Vec<u8> = (0..n).map(|i| (i * 97 % 256) as u8).collect();
+        let in16: Vec<u16> = (0..n).map(|i| (i * 7919 % 65536) as u16).collect();
+        for lin in lins {
+            let fo = (false, None, lin, lin);
+            both_builds::<u8, u8, f64>(&in8, &PointOps::default(), &f0, fo, true);
+            both_builds::<u8, u16, f64>(&in8, &PointOps::default(), &f0, fo, true);
+            both_builds::<u16, u8, f64>(&in16, &PointOps::default(), &f0, fo, true);
+            both_builds::<u16, u16, f64>(&in16, &PointOps::default(), &f0, fo, true);
+        }
+    }
+}
