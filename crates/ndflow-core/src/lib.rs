@@ -17,6 +17,7 @@
 //! Trade-off: attributes are a plain `Vec` cloned with the metadata. Frames carry a handful
 //! of attributes, so this is cheaper than a shared list with a lock (areaDetector's choice).
 
+mod aligned;
 mod attribute;
 mod datatype;
 mod error;
@@ -24,6 +25,7 @@ mod ndarray;
 pub mod param;
 mod pool;
 
+pub use aligned::{AlignedBuf, HUGE_PAGE};
 pub use attribute::{AttrValue, NDAttribute, SourceType};
 pub use datatype::{convert_slice, DataType, Pixel};
 pub use error::CoreError;

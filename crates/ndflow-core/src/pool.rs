@@ -13,22 +13,28 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::CoreError;
+use crate::{AlignedBuf, CoreError};
 
-/// One cache line; storage is a `Vec` of these so that it is 64-byte aligned without
-/// raw allocation.
+/// One cache line: storage is counted in these, so every buffer is whole cache lines.
 #[repr(C, align(64))]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct Line([u8; 64]);
 
 const LINE: usize = 64;
 
-#[derive(Default)]
-struct Storage(Vec<Line>);
+/// A buffer's memory: 64-byte aligned, and on transparent huge pages from 2 MiB up
+/// ([`AlignedBuf`]), so streaming a large frame does not walk a page table every 4 KiB.
+struct Storage(AlignedBuf<Line>);
+
+impl Default for Storage {
+    fn default() -> Storage {
+        Storage(AlignedBuf::zeroed(0))
+    }
+}
 
 impl Storage {
     fn new(bytes: usize) -> Storage {
-        Storage(vec![Line([0; LINE]); bytes.div_ceil(LINE)])
+        Storage(AlignedBuf::zeroed(bytes.div_ceil(LINE)))
     }
     fn capacity(&self) -> usize {
         self.0.len() * LINE

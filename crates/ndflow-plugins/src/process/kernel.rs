@@ -17,7 +17,7 @@
 use std::fmt::Debug;
 use std::ops::{Add, Mul};
 
-use ndflow_core::Pixel;
+use ndflow_core::{AlignedBuf, Pixel};
 use num_traits::AsPrimitive;
 
 /// Pixels per chunk of the general path: 8 KiB of f64, comfortably inside L1.
@@ -352,28 +352,23 @@ pub(crate) struct FilterOps<'a, R: Real = f64> {
     pub next: Linear<R>,
 }
 
-/// The filter array F, kept between frames, in the precision FilterPrecision chose.
+/// The filter array F, kept between frames, in the precision FilterPrecision chose; on huge
+/// pages (an 8 MiB array for a 1024² frame is read and written once per frame).
 #[derive(Debug)]
 pub(crate) enum FilterArray {
-    F64(Vec<f64>),
-    F32(Vec<f32>),
+    F64(AlignedBuf<f64>),
+    F32(AlignedBuf<f32>),
 }
 
 impl FilterArray {
     /// `n` elements (their values are overwritten by the first frame), in f32 or f64, reusing
-    /// `old`'s allocation when it has that precision.
+    /// `old`'s allocation when it has that precision and size.
     pub fn new(old: Option<FilterArray>, f32: bool, n: usize) -> FilterArray {
         match (old, f32) {
-            (Some(FilterArray::F32(mut v)), true) => {
-                v.resize(n, 0.0);
-                FilterArray::F32(v)
-            }
-            (Some(FilterArray::F64(mut v)), false) => {
-                v.resize(n, 0.0);
-                FilterArray::F64(v)
-            }
-            (_, true) => FilterArray::F32(vec![0.0; n]),
-            (_, false) => FilterArray::F64(vec![0.0; n]),
+            (Some(FilterArray::F32(v)), true) if v.len() == n => FilterArray::F32(v),
+            (Some(FilterArray::F64(v)), false) if v.len() == n => FilterArray::F64(v),
+            (_, true) => FilterArray::F32(AlignedBuf::zeroed(n)),
+            (_, false) => FilterArray::F64(AlignedBuf::zeroed(n)),
         }
     }
 
