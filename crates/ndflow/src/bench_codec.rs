@@ -546,7 +546,7 @@ fn measure_row(
                 worker.as_deref_mut(),
                 (&d.name, codec.name, "decompress"),
             )?;
-            let c_size = match worker.as_deref_mut() {
+            let c_size = match worker {
                 Some(w) => w.call(&json!({
                     "data": d.name, "codec": codec.name, "op": "compress", "calls": 1
                 }))?["size"]
