@@ -17,7 +17,7 @@ cargo bench -p ndflow-sim --bench sim -- --quick 2>&1 | grep -E "^[a-z_0-9/]+|ti
 echo "== pvAccess NTNDArray over loopback (seed 001): ndflow and p4p servers/clients vs raw TCP"
 (set -a; . ../shared/loopback.env; set +a
  ./target/release/ndflow bench pva --json out/bench/pva.json | tee out/bench/pva.txt)
-echo "== codecs next to the C libraries (seed 003)"
+echo "== codecs next to the C libraries, interleaved pairs, median ratio ±spread (seed 003, issue 15)"
 ./target/release/ndflow bench codec --json out/bench/codec.json | tee out/bench/codec.txt
 (set -a; . ../shared/loopback.env; set +a; ./target/release/ndflow bench ca --json out/bench/ca.json | tee out/bench/ca.txt)  # Channel Access: ndflow_ca vs softioc (RSRV), frames to pyepics vs raw TCP, pipeline rate with 10 clients
 echo "== frames into Python (issue 14): the ndflow package's iterator and Python plugins vs a p4p monitor"

@@ -1,72 +1,68 @@
-"""C reference codecs for `ndflow bench codec`: reads the raw data sets the Rust side wrote
-and times the C libraries on them in the same run (one thread each).
+"""Python reference for `ndflow bench codec`: the codecs whose C library ndflow does not link
+(python `bitshuffle`), as a long-running worker so that one repetition of theirs can be
+interleaved with one of ours (ndflow's bench_ab::PyWorker).
 
-usage: codec_ref.py DIR  -> prints one JSON object {"dataset/codec": {...}} on stdout
+usage: codec_ref.py DIR   (DIR/datasets.json lists the raw data files the Rust side wrote)
+
+Then one JSON request per line on stdin, one JSON answer per line on stdout:
+  {"data": NAME, "codec": "bslz4", "op": "compress"|"decompress", "calls": K, "clock": C}
+  -> {"seconds": time of K back-to-back calls, "size": compressed bytes}
+with C "cpu" (process CPU time, time.process_time) or "wall" (time.perf_counter).
+Errors come back as {"error": "..."}.
 """
 
 import json
 import os
 import sys
 import time
-import zlib
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import bitshuffle  # noqa: E402
-import blosc  # noqa: E402
-import lz4.block  # noqa: E402
 import numpy as np  # noqa: E402
 
 
-def best_rate(fn, nbytes, reps):
-    best = float("inf")
-    out = None
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return nbytes / best / 1e6, out
+def codecs(a):
+    """(compress, decompress) per codec name for the array `a`."""
+    return {
+        "bslz4": (
+            lambda: bitshuffle.compress_lz4(a, 0),
+            lambda c: bitshuffle.decompress_lz4(c, a.shape, a.dtype, 0),
+        ),
+    }
 
 
 def main():
     d = sys.argv[1]
-    reps = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    blosc.set_nthreads(1)
     meta = json.load(open(os.path.join(d, "datasets.json")))
-    results = {}
-    for ds in meta:
-        a = np.fromfile(os.path.join(d, ds["file"]), dtype=ds["dtype"])
-        raw = a.tobytes()
-        n = len(raw)
-        cases = {
-            "bslz4": (
-                lambda: bitshuffle.compress_lz4(a, 0),
-                lambda c: bitshuffle.decompress_lz4(c, a.shape, a.dtype, 0),
-            ),
-            "blosc-lz4-byte5": (
-                lambda: blosc.compress(raw, typesize=a.itemsize, clevel=5, shuffle=blosc.SHUFFLE, cname="lz4"),
-                blosc.decompress,
-            ),
-            "blosc-lz4-bit5": (
-                lambda: blosc.compress(raw, typesize=a.itemsize, clevel=5, shuffle=blosc.BITSHUFFLE, cname="lz4"),
-                blosc.decompress,
-            ),
-            "lz4": (
-                lambda: lz4.block.compress(raw, store_size=False),
-                lambda c: lz4.block.decompress(c, uncompressed_size=n),
-            ),
-            "zlib6": (lambda: zlib.compress(raw, 6), zlib.decompress),
-        }
-        for name, (comp, decomp) in cases.items():
-            c_rate, packed = best_rate(comp, n, reps)
-            size = len(packed) if isinstance(packed, (bytes, bytearray)) else packed.nbytes
-            d_rate, _ = best_rate(lambda: decomp(packed), n, reps)
-            results[f"{ds['name']}/{name}"] = {
-                "ratio": n / size,
-                "compress_mb_s": c_rate,
-                "decompress_mb_s": d_rate,
-            }
-    json.dump(results, sys.stdout)
+    arrays = {m["name"]: np.fromfile(os.path.join(d, m["file"]), dtype=m["dtype"]) for m in meta}
+    packed = {}
+    for line in sys.stdin:
+        try:
+            r = json.loads(line)
+            a = arrays[r["data"]]
+            comp, decomp = codecs(a)[r["codec"]]
+            key = (r["data"], r["codec"])
+            if key not in packed:
+                c = comp()
+                if not np.array_equal(decomp(c), a):
+                    raise ValueError(f"{key}: round trip differs")
+                packed[key] = c
+            c = packed[key]
+            calls = int(r.get("calls", 1))
+            clock = time.process_time if r.get("clock") == "cpu" else time.perf_counter
+            t0 = clock()
+            if r["op"] == "compress":
+                for _ in range(calls):
+                    comp()
+            else:
+                for _ in range(calls):
+                    decomp(c)
+            dt = clock() - t0
+            out = {"seconds": dt, "size": int(c.nbytes)}
+        except Exception as e:  # reported to the Rust side, which stops the bench
+            out = {"error": f"{type(e).__name__}: {e}"}
+        print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":

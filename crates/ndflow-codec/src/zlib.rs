@@ -1,13 +1,19 @@
 //! zlib streams (RFC 1950), as NDPluginCodec's `zlib` codec (`compress2` / `uncompress`).
 //!
-//! Built on flate2's low-level `Compress` / `Decompress` (miniz_oxide backend), writing
-//! straight into the caller's buffer. Each thread keeps its (large) compressor and
-//! decompressor state and resets it per call, so steady-state calls do not allocate.
-//! The compressed bytes are a valid zlib stream any zlib reads, but not byte-identical to
-//! C zlib's output (the deflate encoders differ).
+//! Compression: miniz_oxide's deflate, writing straight into the caller's buffer. Its
+//! streams are valid zlib any zlib reads, but not byte-identical to C zlib's (the encoders
+//! differ). zlib-rs compresses faster, but at level 6 it shrinks the simulator's ramp to
+//! 1/21 where C zlib and miniz_oxide reach 1/129, so it is not used for compression.
+//! Decompression: zlib-rs through flate2, 1.5–3× C zlib's `uncompress` on detector data
+//! (`ndflow bench codec`); a decoder's output is fixed by the stream, so this changes no
+//! byte anywhere. Each thread keeps its (large) compressor and decompressor state and
+//! resets it per call, so steady-state calls do not allocate.
 
 use crate::CodecError;
-use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+use flate2::{Decompress, FlushDecompress, Status};
+use miniz_oxide::deflate::core::CompressorOxide;
+use miniz_oxide::deflate::stream::deflate;
+use miniz_oxide::{DataFormat, MZError, MZFlush, MZStatus};
 use std::cell::RefCell;
 
 const CODEC: &str = "zlib";
@@ -18,14 +24,20 @@ pub const fn max_compressed_len(n: usize) -> usize {
 }
 
 thread_local! {
-    static COMPRESSOR: RefCell<Option<(u32, Compress)>> = const { RefCell::new(None) };
+    static COMPRESSOR: RefCell<Option<(u8, Box<CompressorOxide>)>> = const { RefCell::new(None) };
     static DECOMPRESSOR: RefCell<Option<Decompress>> = const { RefCell::new(None) };
+}
+
+fn new_compressor(level: u8) -> Box<CompressorOxide> {
+    let mut c = Box::<CompressorOxide>::default();
+    c.set_format_and_level(DataFormat::Zlib, level);
+    c
 }
 
 /// Compresses `input` as one zlib stream at `level` (clamped to 0–9, as NDPluginCodec
 /// does). Returns the bytes written; size `out` with [`max_compressed_len`].
 pub fn compress(input: &[u8], level: i32, out: &mut [u8]) -> Result<usize, CodecError> {
-    let level = level.clamp(0, 9) as u32;
+    let level = level.clamp(0, 9) as u8;
     COMPRESSOR.with(|cell| match cell.try_borrow_mut() {
         Ok(mut slot) => {
             let c = match &mut *slot {
@@ -33,34 +45,29 @@ pub fn compress(input: &[u8], level: i32, out: &mut [u8]) -> Result<usize, Codec
                     c.reset();
                     c
                 }
-                other => {
-                    &mut other
-                        .insert((level, Compress::new(Compression::new(level), true)))
-                        .1
-                }
+                other => &mut other.insert((level, new_compressor(level))).1,
             };
             compress_with(c, input, out)
         }
-        Err(_) => compress_with(
-            &mut Compress::new(Compression::new(level), true),
-            input,
-            out,
-        ),
+        Err(_) => compress_with(&mut new_compressor(level), input, out),
     })
 }
 
-fn compress_with(c: &mut Compress, input: &[u8], out: &mut [u8]) -> Result<usize, CodecError> {
-    let status =
-        c.compress(input, out, FlushCompress::Finish)
-            .map_err(|e| CodecError::Library {
-                codec: CODEC,
-                detail: e.to_string(),
-            })?;
-    match status {
-        Status::StreamEnd => Ok(c.total_out() as usize),
-        _ => Err(CodecError::OutputTooSmall {
+fn compress_with(
+    c: &mut CompressorOxide,
+    input: &[u8],
+    out: &mut [u8],
+) -> Result<usize, CodecError> {
+    let r = deflate(c, input, out, MZFlush::Finish);
+    match r.status {
+        Ok(MZStatus::StreamEnd) => Ok(r.bytes_written),
+        Ok(_) | Err(MZError::Buf) => Err(CodecError::OutputTooSmall {
             need: max_compressed_len(input.len()),
             have: out.len(),
+        }),
+        Err(e) => Err(CodecError::Library {
+            codec: CODEC,
+            detail: format!("deflate failed: {e:?}"),
         }),
     }
 }

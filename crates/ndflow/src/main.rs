@@ -172,11 +172,24 @@ enum BenchCmd {
     Codec {
         #[arg(long, value_name = "FILE.json")]
         json: Option<PathBuf>,
-        /// Python with numpy, bitshuffle, blosc, lz4 (default: .venv/bin/python).
+        /// Python with numpy and bitshuffle, the reference for bslz4 (default: .venv/bin/python).
         #[arg(long)]
         python: Option<PathBuf>,
-        #[arg(long, default_value_t = 5)]
+        /// Interleaved pairs (ours, reference) per row.
+        #[arg(long, default_value_t = 9)]
         reps: usize,
+        /// Least duration of one timed batch of calls (ms).
+        #[arg(long, default_value_t = 25.0)]
+        batch_ms: f64,
+        /// Frame side in pixels (smaller for a quick check).
+        #[arg(long, default_value_t = 1024)]
+        side: usize,
+        /// Time batches by process CPU time (robust to other processes' load) or wall time.
+        #[arg(long, default_value = "cpu", value_parser = ["cpu", "wall"])]
+        clock: String,
+        /// Only the codecs whose names contain this (repeatable), e.g. --only zlib.
+        #[arg(long)]
+        only: Vec<String>,
     },
     /// NTNDArray throughput over loopback: ndflow and p4p (pvxs) servers and clients next to
     /// raw loopback TCP (seed 001).
@@ -460,9 +473,27 @@ fn main() -> ExitCode {
                 })
                 .map(|table| print!("{table}"))
             }),
-            BenchCmd::Codec { json, python, reps } => {
-                bench_codec::codec(&bench_codec::CodecOptions { json, python, reps })
-            }
+            BenchCmd::Codec {
+                json,
+                python,
+                reps,
+                batch_ms,
+                side,
+                clock,
+                only,
+            } => bench_codec::codec(&bench_codec::CodecOptions {
+                json,
+                python,
+                reps,
+                batch_ms,
+                side,
+                clock: if clock == "wall" {
+                    bench_codec::Clock::Wall
+                } else {
+                    bench_codec::Clock::Cpu
+                },
+                only,
+            }),
             BenchCmd::Ca {
                 json,
                 python,
