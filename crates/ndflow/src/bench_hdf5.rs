@@ -194,12 +194,21 @@ fn our_run_in(
         }
         port.offer(f);
     }
-    // The last frame closes the file. Polled every 200 µs: at most 0.1 % of the shortest
-    // row, and few enough wake-ups that the waiting thread takes no measurable share of
-    // the 2 cores (Graph::wait_idle looks every 2 ms, which would add up to 1 %).
+    // The last frame closes the file. The waiting thread sleeps half the time the frames
+    // still in the pipeline but the last should take at the rate so far, 200 µs at the end:
+    // a few dozen wake-ups per file instead of one every 200 µs (5,000/s, each of which
+    // could preempt the writer on a 2-core machine), and at most 200 µs late.
     let deadline = t0 + Duration::from_secs(300);
-    while g.busy() > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_micros(200));
+    let total = frames.len() as f64;
+    loop {
+        let left = g.busy();
+        if left == 0 || Instant::now() >= deadline {
+            break;
+        }
+        let done = (total - left as f64).max(1.0);
+        let per_frame = t0.elapsed().as_secs_f64() / done;
+        let nap = (per_frame * (left - 1) as f64 / 2.0).clamp(200e-6, 0.05);
+        std::thread::sleep(Duration::from_secs_f64(nap));
     }
     let seconds = t0.elapsed().as_secs_f64();
     if !g.wait_idle(Duration::from_secs(1)) {
