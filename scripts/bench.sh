@@ -19,6 +19,8 @@ echo "== pvAccess NTNDArray over loopback (seed 001): ndflow and p4p servers/cli
  ./target/release/ndflow bench pva --json out/bench/pva.json | tee out/bench/pva.txt)
 echo "== codecs next to the C libraries, interleaved pairs, median ratio ±spread (seed 003, issue 15)"
 ./target/release/ndflow bench codec --json out/bench/codec.json | tee out/bench/codec.txt
+echo "== HDF5 writing (seed 002): each file interleaved with the same frames written by h5py + hdf5plugin"
+./target/release/ndflow bench hdf5 --json out/bench/hdf5.json | tee out/bench/hdf5.txt
 (set -a; . ../shared/loopback.env; set +a; ./target/release/ndflow bench ca --json out/bench/ca.json | tee out/bench/ca.txt)  # Channel Access: ndflow_ca vs softioc (RSRV), frames to pyepics vs raw TCP, pipeline rate with 10 clients
 echo "== frames into Python (issue 14): the ndflow package's iterator and Python plugins vs a p4p monitor"
 (set -a; . ../shared/loopback.env; set +a

@@ -435,29 +435,39 @@ impl PluginPort {
         true
     }
 
-    /// One worker's turn: process one queued frame, then hand the port back to the pool.
+    /// One worker's turn: process one queued frame, then hand the port back to the pool —
+    /// unless no other task waits anywhere in the pool, in which case the same worker goes
+    /// on with the port's next frame. Handing the port back when nothing else waits only
+    /// woke the other worker to take it (a context switch per frame, ~1 per frame for a
+    /// single-thread writer fed faster than it writes); with any task waiting the port still
+    /// yields after each frame, so one slow port cannot hold a worker from other ports.
     pub(crate) fn run_task(self: Arc<Self>, sched: &Arc<Scheduler>) {
-        let (frame, seq) = {
+        loop {
+            let (frame, seq) = {
+                let mut st = self.state.lock();
+                match st.queue.pop_front() {
+                    Some((f, seq)) => {
+                        st.in_flight += 1;
+                        *st.in_flight_ids.entry(f.unique_id).or_insert(0) += 1;
+                        (f, seq)
+                    }
+                    None => {
+                        st.running = st.running.saturating_sub(1);
+                        return;
+                    }
+                }
+            };
+            self.process_frame(frame, seq);
             let mut st = self.state.lock();
-            match st.queue.pop_front() {
-                Some((f, seq)) => {
-                    st.in_flight += 1;
-                    *st.in_flight_ids.entry(f.unique_id).or_insert(0) += 1;
-                    (f, seq)
-                }
-                None => {
-                    st.running = st.running.saturating_sub(1);
-                    return;
-                }
+            if st.queue.is_empty() || st.running > st.cfg.num_threads {
+                st.running = st.running.saturating_sub(1);
+                return;
             }
-        };
-        self.process_frame(frame, seq);
-        let mut st = self.state.lock();
-        if !st.queue.is_empty() && st.running <= st.cfg.num_threads {
             drop(st);
-            sched.submit_global(self);
-        } else {
-            st.running = st.running.saturating_sub(1);
+            if !sched.nothing_waiting() {
+                sched.submit_global(self);
+                return;
+            }
         }
     }
 

@@ -112,6 +112,21 @@ impl Scheduler {
         self.wake_soon();
     }
 
+    /// True on a worker of this scheduler when no task waits in the global queue, in this
+    /// worker's deque or in any other worker's deque, and the pool is not stopping: a port
+    /// that just ran may then go on with its next frame on the same worker
+    /// ([`PluginPort::run_task`]). False off the pool's workers.
+    pub(crate) fn nothing_waiting(&self) -> bool {
+        if self.shutdown.load(Ordering::Acquire) || !self.injector.is_empty() {
+            return false;
+        }
+        let local_empty = LOCAL.with(|l| match &*l.borrow() {
+            Some((id, w)) if *id == self.id() => w.is_empty(),
+            _ => false,
+        });
+        local_empty && self.stealers.lock().iter().all(|s| s.is_empty())
+    }
+
     /// Wakes a worker now, or at the end of the current [`batch`].
     fn wake_soon(self: &Arc<Self>) {
         let deferred = BATCH.with(|b| {

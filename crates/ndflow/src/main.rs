@@ -220,9 +220,16 @@ enum BenchCmd {
         /// Codec plugin threads for the pre-compressed rows.
         #[arg(long, default_value_t = 2)]
         codec_threads: usize,
-        /// Repetitions; the best of each row is reported.
-        #[arg(long, default_value_t = 3)]
+        /// Interleaved pairs (ours, h5py) per row; the median ratio is reported.
+        #[arg(long, default_value_t = 11)]
         reps: usize,
+        /// Frames in the pipeline at once (0: all offered at once).
+        #[arg(long, default_value_t = 0)]
+        window: u64,
+        /// Comma-separated row keys to run (none, bslz4_filter, blosc_filter, blosc_codec,
+        /// bslz4_codec, blosc_write_only, bslz4_write_only); default all.
+        #[arg(long, value_delimiter = ',')]
+        rows: Vec<String>,
         /// Directory for the files (default: /dev/shm if present, else the temp dir).
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -443,11 +450,15 @@ fn main() -> ExitCode {
                 frames,
                 codec_threads,
                 reps,
+                window,
+                rows,
                 dir,
             } => bench_hdf5::run(&bench_hdf5::Hdf5Options {
                 frames,
                 codec_threads,
                 reps,
+                window,
+                only: rows,
                 dir,
                 python,
                 json,
