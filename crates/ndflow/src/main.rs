@@ -189,9 +189,13 @@ enum BenchCmd {
         /// Comma-separated WIDTHxHEIGHTxFRAMES rows (UInt16 frames).
         #[arg(long, default_value = "1024x1024x1000,4096x4096x60")]
         sizes: String,
-        /// Repetitions (interleaved); the best of each path is reported.
-        #[arg(long, default_value_t = 3)]
+        /// Repetitions, interleaved: every path runs next to its own raw TCP run, and the
+        /// median of those per-pair ratios is reported with its spread.
+        #[arg(long, default_value_t = 7)]
         reps: usize,
+        /// Only raw TCP and ndflow -> ndflow (no Python, for quick runs).
+        #[arg(long)]
+        no_p4p: bool,
     },
     /// HDF5 writing (seed 002): uncompressed, filter pipeline, Codec plugin + direct chunk
     /// write, the writer alone, next to h5py + hdf5plugin in the same run.
@@ -445,6 +449,7 @@ fn main() -> ExitCode {
                 python,
                 sizes,
                 reps,
+                no_p4p,
             } => parse_sizes(&sizes).and_then(|sizes| {
                 let python = python.unwrap_or_else(|| {
                     PathBuf::from(concat!(
@@ -457,6 +462,7 @@ fn main() -> ExitCode {
                     python,
                     json,
                     reps,
+                    no_p4p,
                 })
                 .map(|table| print!("{table}"))
             }),
