@@ -35,8 +35,9 @@ pub struct PvaBenchOptions {
     pub json: Option<PathBuf>,
     /// Interleaved repetitions of every path, each next to its own raw TCP run.
     pub reps: usize,
-    /// Only raw TCP and ndflow -> ndflow (no Python).
-    pub no_p4p: bool,
+    /// Repetitions that also run the p4p paths (the first ones; 0 = none). They take ~6 s
+    /// each (Python start-up, p4p's own pace), ndflow -> ndflow ~1 s.
+    pub p4p_reps: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -469,7 +470,7 @@ pub fn run(opts: &PvaBenchOptions) -> Result<String, String> {
             paired_run(&mut paths, &mut tcp, rep, bytes, frames, &label, || {
                 ndflow_to_ndflow(w, h, frames, &label)
             })?;
-            if opts.no_p4p {
+            if rep > opts.p4p_reps {
                 continue;
             }
             let p4p = paired_run(&mut paths, &mut tcp, rep, bytes, frames, &label, || {
@@ -496,8 +497,10 @@ fn report(
     tcp: &[Row],
 ) -> Result<String, String> {
     let mut out = format!(
-        "{reps} interleaved repetitions; GB/s and frames/s: medians; vs TCP: median of the \
-         per-pair ratios ± half their range (! = spread over ±10 %); lost: over all runs\n"
+        "{reps} interleaved repetitions ({} with the p4p paths); GB/s and frames/s: medians; \
+         vs TCP: median of the per-pair ratios ± half their range (! = spread over ±10 %); \
+         lost: over all runs\n",
+        opts.p4p_reps.min(reps)
     );
     out.push_str(&format!(
         "{:<30} {:<18} {:>7} {:>6} {:>8} {:>9} {:>12}\n",

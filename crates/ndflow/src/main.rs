@@ -193,9 +193,10 @@ enum BenchCmd {
         /// median of those per-pair ratios is reported with its spread.
         #[arg(long, default_value_t = 7)]
         reps: usize,
-        /// Only raw TCP and ndflow -> ndflow (no Python, for quick runs).
-        #[arg(long)]
-        no_p4p: bool,
+        /// How many of the repetitions also run the p4p paths (the first ones; 0 = no
+        /// Python). They are slow and far from the ceiling, so fewer pairs suffice.
+        #[arg(long, default_value_t = 3)]
+        p4p_reps: usize,
     },
     /// HDF5 writing (seed 002): uncompressed, filter pipeline, Codec plugin + direct chunk
     /// write, the writer alone, next to h5py + hdf5plugin in the same run.
@@ -449,7 +450,7 @@ fn main() -> ExitCode {
                 python,
                 sizes,
                 reps,
-                no_p4p,
+                p4p_reps,
             } => parse_sizes(&sizes).and_then(|sizes| {
                 let python = python.unwrap_or_else(|| {
                     PathBuf::from(concat!(
@@ -462,7 +463,7 @@ fn main() -> ExitCode {
                     python,
                     json,
                     reps,
-                    no_p4p,
+                    p4p_reps,
                 })
                 .map(|table| print!("{table}"))
             }),
