@@ -487,7 +487,7 @@ pub fn run(opts: &PvaBenchOptions) -> Result<String, String> {
             }
         }
     }
-    Ok(report(opts, reps, &paths, &tcp)?)
+    report(opts, reps, &paths, &tcp)
 }
 
 fn report(
