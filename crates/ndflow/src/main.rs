@@ -202,9 +202,14 @@ enum BenchCmd {
         /// Comma-separated WIDTHxHEIGHTxFRAMES rows (UInt16 frames).
         #[arg(long, default_value = "1024x1024x1000,4096x4096x60")]
         sizes: String,
-        /// Repetitions (interleaved); the best of each path is reported.
-        #[arg(long, default_value_t = 3)]
+        /// Repetitions, interleaved: every path runs next to its own raw TCP run, and the
+        /// median of those per-pair ratios is reported with its spread.
+        #[arg(long, default_value_t = 7)]
         reps: usize,
+        /// How many of the repetitions also run the p4p paths (the first ones; 0 = no
+        /// Python). They are slow and far from the ceiling, so fewer pairs suffice.
+        #[arg(long, default_value_t = 3)]
+        p4p_reps: usize,
     },
     /// HDF5 writing (seed 002): uncompressed, filter pipeline, Codec plugin + direct chunk
     /// write, the writer alone, next to h5py + hdf5plugin in the same run.
@@ -469,6 +474,7 @@ fn main() -> ExitCode {
                 python,
                 sizes,
                 reps,
+                p4p_reps,
             } => parse_sizes(&sizes).and_then(|sizes| {
                 let python = python.unwrap_or_else(|| {
                     PathBuf::from(concat!(
@@ -481,6 +487,7 @@ fn main() -> ExitCode {
                     python,
                     json,
                     reps,
+                    p4p_reps,
                 })
                 .map(|table| print!("{table}"))
             }),

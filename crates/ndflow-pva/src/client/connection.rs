@@ -43,10 +43,15 @@ pub(crate) enum OpMsg {
 /// Where search responses received over TCP (name servers) go.
 pub(crate) type SearchSink = Arc<dyn Fn(proto::SearchResponse, SocketAddr) + Send + Sync>;
 
+/// Takes a monitor's updates straight from the reader task (see [`Connection::direct_updates`]).
+pub(crate) type UpdateSink = Box<dyn Fn(OpEvent) + Send + Sync>;
+
 struct OpEntry {
     sid: u32,
     decoder: OpDecoder,
     sink: mpsc::UnboundedSender<OpMsg>,
+    /// Where updates go instead of `sink`, once set.
+    updates: Option<UpdateSink>,
 }
 
 enum Chan {
@@ -246,9 +251,20 @@ impl Connection {
                 sid,
                 decoder: OpDecoder::new(kind),
                 sink: tx,
+                updates: None,
             },
         );
         Ok((ioid, rx))
+    }
+
+    /// From now on hand the updates of `ioid` to `f`, called on the reader task, instead of
+    /// the operation's channel: a monitor's updates then reach the application's queue with
+    /// no task hand-off per frame (on 2 cores one fewer wake-up per frame is measurable).
+    /// Everything else (finish, failure, disconnect) still goes through the channel.
+    pub(crate) fn direct_updates(&self, ioid: u32, f: UpdateSink) {
+        if let Some(op) = self.lock().ops.get_mut(&ioid) {
+            op.updates = Some(f);
+        }
     }
 
     /// Forget an operation; with `destroy` also tell the server (DESTROY_REQUEST).
@@ -329,6 +345,11 @@ impl Connection {
                     ));
                 }
                 match op.decoder.handle(p, order, cache) {
+                    Ok(ev @ OpEvent::Update { .. }) if op.updates.is_some() => {
+                        if let Some(f) = &op.updates {
+                            f(ev);
+                        }
+                    }
                     Ok(ev) => {
                         let finished = matches!(ev, OpEvent::Finished { .. });
                         let _ = op.sink.send(OpMsg::Event(ev));

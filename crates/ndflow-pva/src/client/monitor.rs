@@ -115,6 +115,9 @@ struct Queue {
     desc: Option<Arc<FieldDesc>>,
     stats: MonitorStats,
     ended: bool,
+    /// Threads blocked in [`Shared::pop`]: a condvar notify is a futex syscall even when
+    /// nobody waits, so the reader task notifies only when someone does.
+    waiting: usize,
 }
 
 enum Pop {
@@ -135,14 +138,22 @@ impl Shared {
         self.q.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Release the queue and wake the consumers blocked in [`Self::pop`], if any.
+    fn wake(&self, q: MutexGuard<'_, Queue>) {
+        let waiting = q.waiting > 0;
+        drop(q);
+        if waiting {
+            self.cv.notify_all();
+        }
+    }
+
     fn push(&self, ev: MonitorEvent, gen: u64) {
         let mut q = self.lock();
         if matches!(ev, MonitorEvent::Finished | MonitorEvent::Failed(_)) {
             q.ended = true;
         }
         q.items.push_back(Item { ev, gen, n: 0 });
-        drop(q);
-        self.cv.notify_all();
+        self.wake(q);
     }
 
     fn connected(&self, desc: Arc<FieldDesc>, target: AckTarget) {
@@ -157,8 +168,7 @@ impl Shared {
             gen,
             n: 0,
         });
-        drop(q);
-        self.cv.notify_all();
+        self.wake(q);
     }
 
     fn lost(&self) {
@@ -201,8 +211,7 @@ impl Shared {
                     *v = value;
                     *n += 1;
                     q.stats.squashed += 1;
-                    drop(q);
-                    self.cv.notify_all();
+                    self.wake(q);
                     return;
                 }
             }
@@ -217,8 +226,7 @@ impl Shared {
             gen,
             n: 1,
         });
-        drop(q);
-        self.cv.notify_all();
+        self.wake(q);
     }
 
     /// Take the next event; acknowledges consumed updates to the server in `ack_any` batches.
@@ -239,11 +247,13 @@ impl Shared {
             let now = std::time::Instant::now();
             match deadline {
                 Some(d) if d > now => {
+                    q.waiting += 1;
                     q = self
                         .cv
                         .wait_timeout(q, d - now)
                         .map(|(g, _)| g)
                         .unwrap_or_else(|e| e.into_inner().0);
+                    q.waiting -= 1;
                 }
                 _ => return Pop::Empty,
             }
@@ -337,6 +347,7 @@ impl Monitor {
                 desc: None,
                 stats: MonitorStats::default(),
                 ended: false,
+                waiting: 0,
             }),
             cv: Condvar::new(),
         });
@@ -495,6 +506,23 @@ impl Task {
                             ioid,
                             gen,
                         },
+                    );
+                    // Updates go from the reader task to the queue directly (set before START,
+                    // so none can come through the channel first).
+                    let shared = Arc::clone(&self.shared);
+                    ch.conn.direct_updates(
+                        ioid,
+                        Box::new(move |ev| {
+                            if let OpEvent::Update {
+                                value,
+                                changed,
+                                overrun,
+                                bytes,
+                            } = ev
+                            {
+                                shared.update(value, changed, overrun, bytes, gen);
+                            }
+                        }),
                     );
                     // Start separately from any ack: pvAccessCPP cannot take both in one.
                     let start = ch.conn.send(cmd::MONITOR, |w| {

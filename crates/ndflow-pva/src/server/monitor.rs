@@ -22,27 +22,40 @@ use crate::transport::cmd::MONITOR as CMD_MONITOR;
 /// Wakes lossless posters when a subscription frees room or goes away (one per PV).
 #[derive(Default)]
 pub(crate) struct Room {
-    generation: Mutex<u64>,
+    /// (generation, posters waiting).
+    state: Mutex<(u64, usize)>,
     cv: Condvar,
 }
 
 impl Room {
     pub(crate) fn generation(&self) -> u64 {
-        *lock(&self.generation)
+        lock(&self.state).0
     }
 
     pub(crate) fn bump(&self) {
-        *lock(&self.generation) += 1;
-        self.cv.notify_all();
+        let mut st = lock(&self.state);
+        st.0 += 1;
+        let waiting = st.1 > 0;
+        // Unlocked first, so the woken poster does not block on this mutex; and a condvar
+        // notify is a futex syscall even with nobody waiting, so skip it then.
+        drop(st);
+        if waiting {
+            self.cv.notify_all();
+        }
     }
 
     /// Wait until the generation differs from `seen` or `timeout` passes.
     pub(crate) fn wait(&self, seen: u64, timeout: std::time::Duration) {
-        let g = lock(&self.generation);
-        if *g != seen {
+        let mut st = lock(&self.state);
+        if st.0 != seen {
             return;
         }
-        let _unused = self.cv.wait_timeout(g, timeout);
+        st.1 += 1;
+        let (mut st, _) = self
+            .cv
+            .wait_timeout(st, timeout)
+            .unwrap_or_else(|e| e.into_inner());
+        st.1 -= 1;
     }
 }
 
@@ -215,8 +228,14 @@ impl Subscription {
             if st.pipeline {
                 st.window -= 1;
             }
+            // A lossless poster waiting on a full queue is woken once half of it is free, not
+            // at every update taken: it then posts several frames per wake-up, and the updates
+            // still queued keep this writer busy meanwhile.
+            let wake = st.queue.len() <= st.queue_size / 2;
             drop(st);
-            self.room.bump();
+            if wake {
+                self.room.bump();
+            }
             let overrun = apply_mask(&self.desc, &u.overrun, self.mask.as_ref());
             let desc = &self.desc;
             let msg = OutMessage::build(CMD_MONITOR, true, order, |w| {
