@@ -501,6 +501,27 @@ def test_python_plugin_returns_frame_none_and_same_pixels():
         assert x._buffer_address == y._buffer_address
 
 
+def test_python_plugin_keeps_its_thread_state_between_frames():
+    """A worker calls the plugin with one Python thread state for its whole life, so
+    `threading.local` data (a per-thread scratch buffer or cache) set for one frame is there
+    for the next; a thread state created and deleted around every call lost it each frame."""
+    local = threading.local()
+    seen = []
+
+    def count(frame):
+        n = getattr(local, "n", 0)
+        seen.append(n)
+        local.n = n + 1
+        return None
+
+    with ndflow.Pipeline(threads=1) as p:
+        sim(p, n=20)
+        port = p.add_python("PY1", count, NDArrayPort="SIM1", QueueSize=20)
+        p.run(timeout=30, progress=False)
+        assert port.accounting()["processed"] == 20
+    assert seen == list(range(20))
+
+
 def test_python_plugin_exceptions_counted_and_logged(capsys):
     def fragile(frame):
         if frame.unique_id % 3 == 0:
