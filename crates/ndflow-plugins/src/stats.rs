@@ -35,6 +35,7 @@
 //! - Results are read-only (`Name_RBV`); areaDetector's template also has writable records
 //!   of the same names, used only by its `Reset` records.
 
+mod fast_u8;
 mod kernel;
 mod pixel;
 

@@ -193,6 +193,14 @@ impl<'a, T: StatsPixel> Columns<'a, T> {
     }
 }
 
+impl Columns<'_, u8> {
+    /// The column sums and their totals, for the UInt8 pass of `fast_u8.rs` (which keeps
+    /// no F or D: it takes the joint moment from rows).
+    pub(crate) fn u8_parts(&mut self) -> (&mut [u16], &mut [u32]) {
+        (&mut *self.c, &mut *self.total)
+    }
+}
+
 fn cast<A: bytemuck::Pod>(words: &mut [u64], n: usize) -> Option<&mut [A]> {
     bytemuck::try_cast_slice_mut(words).ok()?.get_mut(..n)
 }
@@ -275,15 +283,25 @@ pub(crate) fn scan<T: StatsPixel, const C: bool, const P: bool>(
     data: &[T],
     nx: usize,
     thr: T::Thr,
-    cols: Option<Columns<'_, T>>,
+    mut cols: Option<Columns<'_, T>>,
     prof: Option<ProfileSums<'_>>,
 ) -> ScanOut {
+    if !P {
+        let fast = match (C, cols.as_mut()) {
+            (true, Some(c)) => T::fast_scan(data, nx, thr, Some(c)),
+            (true, None) => None,
+            (false, _) => T::fast_scan(data, nx, thr, None),
+        };
+        if let Some(out) = fast {
+            return out;
+        }
+    }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: scan_avx2 only requires AVX2, which the CPU was just seen to have.
         return unsafe { scan_avx2::<T, C, P>(data, nx, thr, cols, prof) };
     }
-    scan_impl::<T, C, P>(data, nx, thr, cols, prof)
+    scan_generic::<T, C, P>(data, nx, thr, cols, prof)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -295,11 +313,12 @@ fn scan_avx2<T: StatsPixel, const C: bool, const P: bool>(
     cols: Option<Columns<'_, T>>,
     prof: Option<ProfileSums<'_>>,
 ) -> ScanOut {
-    scan_impl::<T, C, P>(data, nx, thr, cols, prof)
+    scan_generic::<T, C, P>(data, nx, thr, cols, prof)
 }
 
+/// The portable pass (also the reference the SIMD ones are tested against).
 #[inline(always)]
-fn scan_impl<T: StatsPixel, const C: bool, const P: bool>(
+pub(crate) fn scan_generic<T: StatsPixel, const C: bool, const P: bool>(
     data: &[T],
     nx: usize,
     thr: T::Thr,

@@ -16,6 +16,8 @@ use std::ops::{Add, AddAssign, Mul, Sub};
 
 use ndflow_core::Pixel;
 
+use super::kernel::{Columns, ScanOut};
+
 /// An accumulator. Integer ones are exact within the bounds above (debug builds check).
 pub(crate) trait Acc:
     bytemuck::Pod
@@ -94,6 +96,16 @@ pub(crate) trait StatsPixel: Pixel {
     fn c(self) -> Self::C;
     /// Σv and Σv² of a row (exact for integers up to 32 bits).
     fn sum_sq(px: &[Self]) -> (f64, f64);
+    /// A one-pass SIMD kernel for this type where there is one (None: use the generic
+    /// pass). Without profiles; `cols` given: with the centroid.
+    fn fast_scan(
+        _data: &[Self],
+        _nx: usize,
+        _thr: Self::Thr,
+        _cols: Option<&mut Columns<'_, Self>>,
+    ) -> Option<ScanOut> {
+        None
+    }
 
     /// Min and max of a row; NaN never compares, so it is skipped.
     #[inline(always)]
@@ -128,6 +140,7 @@ macro_rules! impl_int {
     (
         $t:ty, c: $c:ty, w: $w:ty, group: $group:expr, sup: $sup:expr, row_chunk: $rc:expr,
         sum: $s:ty, square: $sq:ty as $q:ty, half: $half:expr, sum_chunk: $chunk:expr
+        $(, fast: $fast:path)?
     ) => {
         impl StatsPixel for $t {
             type Thr = $t;
@@ -175,11 +188,21 @@ macro_rules! impl_int {
                 }
                 (ts, tq)
             }
+            $(
+                fn fast_scan(
+                    data: &[$t],
+                    nx: usize,
+                    thr: $t,
+                    cols: Option<&mut Columns<'_, $t>>,
+                ) -> Option<ScanOut> {
+                    $fast(data, nx, thr, cols)
+                }
+            )?
         }
     };
 }
 impl_int!(u8, c: u16, w: u32, group: 16, sup: 4096, row_chunk: 256,
-    sum: u16, square: u16 as u16, half: 8, sum_chunk: 256);
+    sum: u16, square: u16 as u16, half: 8, sum_chunk: 256, fast: super::fast_u8::scan);
 impl_int!(i8, c: i16, w: i32, group: 16, sup: 4096, row_chunk: 256,
     sum: i16, square: i16 as u16, half: 8, sum_chunk: 256);
 impl_int!(u16, c: u32, w: u64, group: 256, sup: usize::MAX, row_chunk: 65536,
