@@ -116,17 +116,16 @@ pub(crate) struct Subscription {
 /// Updates a lossless poster writes itself ([`Subscription::take_direct`]).
 pub(crate) struct DirectBatch {
     /// The socket, held, and the messages to write on it in order.
-    pub(crate) write: Option<(
-        SockGuard,
-        Arc<SockOut>,
-        Vec<Result<OutMessage, EncodeError>>,
-    )>,
+    pub(crate) write: Option<(SockGuard, Arc<SockOut>, Encoded)>,
     /// The new value was taken (to be written, or it changed nothing the client asked for);
     /// false: offer it to the queue as before.
     pub(crate) taken: bool,
 }
 
 pub(crate) type SockGuard = tokio::sync::OwnedMutexGuard<tokio::net::tcp::OwnedWriteHalf>;
+
+/// Messages to write in order (one that failed to encode is counted and skipped).
+pub(crate) type Encoded = Vec<Result<OutMessage, EncodeError>>;
 
 impl Subscription {
     pub(crate) fn new(
