@@ -16,6 +16,7 @@ mod beacon;
 mod channel_ops;
 pub mod config;
 mod connection;
+mod direct;
 mod monitor;
 mod put_reply;
 mod search;
@@ -117,6 +118,8 @@ pub struct ServerStats {
     pub searches: u64,
     /// Messages that could not be decoded (ignored, or the connection closed).
     pub malformed: u64,
+    /// Monitor updates a lossless poster wrote to the socket itself (see `direct_write`).
+    pub direct_writes: u64,
 }
 
 #[derive(Default)]
@@ -130,11 +133,15 @@ pub(crate) struct Counters {
     messages_received: AtomicU64,
     searches: AtomicU64,
     malformed: AtomicU64,
+    direct_writes: AtomicU64,
 }
 
 impl Counters {
     pub(crate) fn malformed(&self) {
         self.malformed.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn direct_write(&self) {
+        self.direct_writes.fetch_add(1, Ordering::Relaxed);
     }
     pub(crate) fn search(&self) {
         self.searches.fetch_add(1, Ordering::Relaxed);
@@ -172,6 +179,7 @@ impl Counters {
             messages_received: g(&self.messages_received),
             searches: g(&self.searches),
             malformed: g(&self.malformed),
+            direct_writes: g(&self.direct_writes),
         }
     }
 }

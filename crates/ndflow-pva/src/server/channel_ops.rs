@@ -266,6 +266,7 @@ impl Session {
                 params,
                 Arc::clone(&self.wake),
                 pv.room(),
+                self.sock.clone(),
             ));
             pv.subscribe(Arc::clone(&s));
             lock(&self.monitors).push(Arc::clone(&s));

@@ -38,6 +38,9 @@ pub struct ServerConfig {
     pub echo_period: Duration,
     /// Tokio worker threads of the server's runtime.
     pub worker_threads: usize,
+    /// A lossless post writes a monitor update to an idle connection's socket from the posting
+    /// thread (see `server/direct.rs`); off: every update goes through the connection's writer.
+    pub direct_write: bool,
 }
 
 impl ServerConfig {
@@ -53,6 +56,7 @@ impl ServerConfig {
             conn_timeout: Duration::from_secs(40),
             echo_period: Duration::from_secs(15),
             worker_threads: 2,
+            direct_write: true,
         }
     }
 

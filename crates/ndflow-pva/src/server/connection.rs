@@ -3,7 +3,9 @@
 //!
 //! The writer takes a monitor update out of its subscription only when it is about to write it,
 //! so while the socket is busy further posts squash in the subscription's queue instead of piling
-//! up here; replies (small) go first. A connection that goes silent for `conn_timeout`, sends
+//! up here; replies (small) go first. The socket is shared with lossless posters, which write
+//! updates themselves when the writer has nothing to send (`direct.rs`); the writer locks it only
+//! when it has work, and first finishes any message a poster left half written. A connection that goes silent for `conn_timeout`, sends
 //! garbage framing, or whose writer fails is closed, and closing ends its subscriptions — which
 //! releases any lossless poster waiting on them.
 
@@ -19,6 +21,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use crate::transport::{cmd, MessageReader, OutMessage, TransportError};
 use crate::wire::ByteOrder;
 
+use super::direct::{CloseOnDrop, SockOut};
 use super::monitor::{lock, Subscription};
 use super::session::Session;
 use super::ServerShared;
@@ -42,8 +45,12 @@ pub(crate) async fn run(
     session.peer = Some(peer);
     session.late = Some((tx.clone(), tokio::runtime::Handle::current()));
     let order = session.order;
+    let out = Arc::new(SockOut::new(wr, order, Arc::clone(&wake), Arc::clone(&srv)));
+    session.sock = Some(Arc::clone(&out));
+    // A poster blocked on this socket gives up once the connection is over.
+    let _closed = CloseOnDrop(Arc::clone(&out));
     let writer = tokio::spawn(writer_loop(
-        wr,
+        out,
         rx,
         wake,
         monitors,
@@ -91,7 +98,7 @@ pub(crate) async fn run(
 }
 
 async fn writer_loop(
-    mut wr: OwnedWriteHalf,
+    out: Arc<SockOut>,
     mut rx: mpsc::Receiver<OutMessage>,
     wake: Arc<Notify>,
     monitors: Arc<Mutex<Vec<Arc<Subscription>>>>,
@@ -99,16 +106,16 @@ async fn writer_loop(
     order: ByteOrder,
     done: Arc<Notify>,
 ) {
-    let res = write_all(&mut wr, &mut rx, &wake, &monitors, &srv, order).await;
+    let res = write_all(&out, &mut rx, &wake, &monitors, &srv, order).await;
     if res.is_ok() {
-        let _ = wr.shutdown().await;
+        let _ = out.lock().await.shutdown().await;
     }
     // A stored permit: the reader sees it even if it is not waiting yet.
     done.notify_one();
 }
 
 async fn write_all(
-    wr: &mut OwnedWriteHalf,
+    out: &SockOut,
     rx: &mut mpsc::Receiver<OutMessage>,
     wake: &Notify,
     monitors: &Mutex<Vec<Arc<Subscription>>>,
@@ -119,32 +126,48 @@ async fn write_all(
     let mut echo = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     let mut next_sub = 0usize;
     loop {
-        // Replies first: they are small and a client may be waiting on one.
-        while let Ok(m) = rx.try_recv() {
-            send(wr, &m, srv).await?;
-        }
-        // Then at most one update per subscription, round robin.
         let subs: Vec<Arc<Subscription>> = lock(monitors).clone();
-        let mut sent = false;
-        for i in 0..subs.len() {
-            let s = &subs[(next_sub + i) % subs.len()];
-            match s.next_message(order) {
-                Some(Ok(m)) => {
-                    send(wr, &m, srv).await?;
-                    sent = true;
-                }
-                // The PV's value no longer encodes against its type: drop that update.
-                Some(Err(_)) => srv.stats.malformed(),
-                None => {}
+        // The socket is locked only when there is something to write: a direct poster may be
+        // writing, and waiting for it would wake this task again when it is done.
+        let work = !rx.is_empty() || out.has_tail() || subs.iter().any(|s| s.sendable());
+        if work {
+            let mut wr = out.lock().await;
+            // A message a poster left half written comes first.
+            for part in out.take_tail() {
+                wr.write_all(&part).await?;
             }
-        }
-        next_sub = next_sub.wrapping_add(1);
-        if sent {
-            continue;
+            // Replies next: they are small and a client may be waiting on one.
+            while let Ok(m) = rx.try_recv() {
+                send(&mut wr, &m, srv).await?;
+            }
+            // Then at most one update per subscription, round robin.
+            let mut sent = false;
+            for i in 0..subs.len() {
+                let s = &subs[(next_sub + i) % subs.len()];
+                match s.next_message(order) {
+                    Some(Ok(m)) => {
+                        send(&mut wr, &m, srv).await?;
+                        sent = true;
+                    }
+                    // The PV's value no longer encodes against its type: drop that update.
+                    Some(Err(_)) => srv.stats.malformed(),
+                    None => {}
+                }
+            }
+            next_sub = next_sub.wrapping_add(1);
+            if sent {
+                continue;
+            }
         }
         tokio::select! {
             m = rx.recv() => match m {
-                Some(m) => send(wr, &m, srv).await?,
+                Some(m) => {
+                    let mut wr = out.lock().await;
+                    for part in out.take_tail() {
+                        wr.write_all(&part).await?;
+                    }
+                    send(&mut wr, &m, srv).await?
+                }
                 None => return Ok(()),
             },
             _ = wake.notified() => {}
@@ -154,7 +177,11 @@ async fn write_all(
                     header: crate::wire::Header::application(cmd::ECHO, true, order, 0),
                     parts: Vec::new(),
                 };
-                send(wr, &m, srv).await?;
+                let mut wr = out.lock().await;
+                for part in out.take_tail() {
+                    wr.write_all(&part).await?;
+                }
+                send(&mut wr, &m, srv).await?;
             }
         }
     }

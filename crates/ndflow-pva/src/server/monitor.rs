@@ -19,6 +19,8 @@ use crate::wire::{BitSet, ByteOrder, EncodeError, FieldDesc, Value};
 
 use crate::transport::cmd::MONITOR as CMD_MONITOR;
 
+use super::direct::SockOut;
+
 /// Wakes lossless posters when a subscription frees room or goes away (one per PV).
 #[derive(Default)]
 pub(crate) struct Room {
@@ -42,6 +44,18 @@ impl Room {
         if waiting {
             self.cv.notify_all();
         }
+    }
+
+    /// Bump only if a poster waits; true if one did.
+    pub(crate) fn bump_if_waiting(&self) -> bool {
+        let mut st = lock(&self.state);
+        if st.1 == 0 {
+            return false;
+        }
+        st.0 += 1;
+        drop(st);
+        self.cv.notify_all();
+        true
     }
 
     /// Wait until the generation differs from `seen` or `timeout` passes.
@@ -94,8 +108,24 @@ pub(crate) struct Subscription {
     mask: Option<BitSet>,
     wake: Arc<Notify>,
     room: Arc<Room>,
+    /// The connection's socket, for direct writes by a lossless poster (None in the fuzzer).
+    out: Option<Arc<SockOut>>,
     st: Mutex<SubState>,
 }
+
+/// Updates a lossless poster writes itself ([`Subscription::take_direct`]).
+pub(crate) struct DirectBatch {
+    /// The socket, held, and the messages to write on it in order.
+    pub(crate) write: Option<(SockGuard, Arc<SockOut>, Encoded)>,
+    /// The new value was taken (to be written, or it changed nothing the client asked for);
+    /// false: offer it to the queue as before.
+    pub(crate) taken: bool,
+}
+
+pub(crate) type SockGuard = tokio::sync::OwnedMutexGuard<tokio::net::tcp::OwnedWriteHalf>;
+
+/// Messages to write in order (one that failed to encode is counted and skipped).
+pub(crate) type Encoded = Vec<Result<OutMessage, EncodeError>>;
 
 impl Subscription {
     pub(crate) fn new(
@@ -105,6 +135,7 @@ impl Subscription {
         params: MonitorParams,
         wake: Arc<Notify>,
         room: Arc<Room>,
+        out: Option<Arc<SockOut>>,
     ) -> Self {
         Self {
             ioid,
@@ -112,6 +143,7 @@ impl Subscription {
             mask,
             wake,
             room,
+            out,
             st: Mutex::new(SubState {
                 queue: VecDeque::new(),
                 queue_size: params.queue_size.max(1) as usize,
@@ -132,6 +164,95 @@ impl Subscription {
     pub(crate) fn has_room(&self) -> bool {
         let st = lock(&self.st);
         st.closed || !st.running || !st.pipeline || st.queue.len() < st.queue_size
+    }
+
+    /// Whether the writer has an update to send now (queued, running, window open).
+    pub(crate) fn sendable(&self) -> bool {
+        let st = lock(&self.st);
+        !st.closed && st.running && !st.queue.is_empty() && (!st.pipeline || st.window > 0)
+    }
+
+    /// For a lossless poster: take what it may write itself now, keeping the order and the flow
+    /// control of the queued path. With the connection's socket free (nobody writing, nothing
+    /// half written) it takes the queued updates the window allows, then `new` if nothing is
+    /// left queued before it and the window still allows; the caller offers `new` otherwise.
+    pub(crate) fn take_direct(&self, new: Option<(&Value, &BitSet)>) -> DirectBatch {
+        let none = DirectBatch {
+            write: None,
+            taken: false,
+        };
+        let Some(out) = self.out.as_ref().filter(|o| o.enabled()) else {
+            return none;
+        };
+        let mut st = lock(&self.st);
+        let open = |st: &SubState| !st.pipeline || st.window > 0;
+        if st.closed || !st.running || !open(&st) || (st.queue.is_empty() && new.is_none()) {
+            return none;
+        }
+        let Some(guard) = out.try_claim() else {
+            return none;
+        };
+        let mut take = Vec::new();
+        while open(&st) {
+            let Some(u) = st.queue.pop_front() else {
+                break;
+            };
+            let changed = apply_mask(&self.desc, &u.changed, self.mask.as_ref());
+            if changed.is_empty() {
+                continue;
+            }
+            if st.pipeline {
+                st.window -= 1;
+            }
+            let overrun = apply_mask(&self.desc, &u.overrun, self.mask.as_ref());
+            take.push((u.value, changed, overrun));
+        }
+        let mut taken = false;
+        if let Some((value, changed)) = new {
+            if st.queue.is_empty() && open(&st) {
+                taken = true;
+                let changed = apply_mask(&self.desc, changed, self.mask.as_ref());
+                if !changed.is_empty() {
+                    if st.pipeline {
+                        st.window -= 1;
+                    }
+                    take.push((value.clone(), changed, BitSet::new()));
+                }
+            }
+        }
+        drop(st);
+        if take.is_empty() {
+            return DirectBatch { write: None, taken };
+        }
+        let msgs = take
+            .into_iter()
+            .map(|(value, changed, overrun)| self.encode(out.order, &value, &changed, &overrun))
+            .collect();
+        DirectBatch {
+            write: Some((guard, Arc::clone(out), msgs)),
+            taken,
+        }
+    }
+
+    fn encode(
+        &self,
+        order: ByteOrder,
+        value: &Value,
+        changed: &BitSet,
+        overrun: &BitSet,
+    ) -> Result<OutMessage, EncodeError> {
+        OutMessage::build(CMD_MONITOR, true, order, |w| {
+            w.u32(self.ioid);
+            w.u8(0x00);
+            w.bitset(changed)?;
+            value.encode_partial(&self.desc, changed, w)?;
+            w.bitset(overrun)
+        })
+    }
+
+    /// Wake the connection's writer (a poster gave up with updates still queued).
+    pub(crate) fn wake_writer(&self) {
+        self.wake.notify_one();
     }
 
     /// Queue an update; returns true if it had to be squashed into the last queued one.
@@ -198,6 +319,12 @@ impl Subscription {
         let mut st = lock(&self.st);
         st.window = st.window.saturating_add(n);
         drop(st);
+        // A lossless poster waiting for room writes the queued updates itself when woken (one
+        // wake-up instead of the writer's and then the poster's); else the writer sends them.
+        let direct = self.out.as_ref().is_some_and(|o| o.enabled());
+        if direct && self.room.bump_if_waiting() {
+            return;
+        }
         self.wake.notify_one();
     }
 
@@ -237,15 +364,7 @@ impl Subscription {
                 self.room.bump();
             }
             let overrun = apply_mask(&self.desc, &u.overrun, self.mask.as_ref());
-            let desc = &self.desc;
-            let msg = OutMessage::build(CMD_MONITOR, true, order, |w| {
-                w.u32(self.ioid);
-                w.u8(0x00);
-                w.bitset(&changed)?;
-                u.value.encode_partial(desc, &changed, w)?;
-                w.bitset(&overrun)
-            });
-            return Some(msg);
+            return Some(self.encode(order, &u.value, &changed, &overrun));
         }
     }
 }

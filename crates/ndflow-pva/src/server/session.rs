@@ -67,6 +67,8 @@ pub(crate) struct Session {
     pub(crate) wake: Arc<Notify>,
     /// The subscriptions the writer serves (shared with it).
     pub(crate) monitors: Arc<Mutex<Vec<Arc<Subscription>>>>,
+    /// The connection's socket, for direct writes by lossless posters (None in the fuzzer).
+    pub(crate) sock: Option<Arc<super::direct::SockOut>>,
     pub(crate) out: Vec<OutMessage>,
     close: bool,
     /// The client's address (None in the fuzzer).
@@ -95,6 +97,7 @@ impl Session {
             ops: HashMap::new(),
             wake,
             monitors,
+            sock: None,
             out: Vec::new(),
             close: false,
             peer: None,

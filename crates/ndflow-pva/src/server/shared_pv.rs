@@ -5,7 +5,9 @@
 //! offered to each running subscription's queue, and the connections' writers do the rest on the
 //! server's runtime. In lossless mode a post first waits until every pipelined subscription has
 //! room, so a client's acks back-pressure the producer end to end; a subscription that goes away
-//! (client gone, request destroyed) releases the wait at once.
+//! (client gone, request destroyed) releases the wait at once. A lossless post also writes the
+//! update to an idle connection's socket itself (and, while it waits for room, the queued updates
+//! an ack lets through), instead of handing it to the connection's writer: see `direct.rs`.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -169,7 +171,8 @@ impl SharedPv {
         let all = BitSet::from_bits(&[0]);
         let changed = if changed.is_empty() { &all } else { changed };
         let _serial = lock(&self.inner.post_lock);
-        let timed_out = self.is_lossless() && !self.wait_for_room(deadline);
+        let lossless = self.is_lossless();
+        let timed_out = lossless && !self.wait_for_room(deadline);
         let mut st = lock(&self.inner.state);
         st.current = value;
         if timed_out {
@@ -177,27 +180,52 @@ impl SharedPv {
         }
         st.subs.retain(|s| !s.is_closed());
         let mut squashed = 0;
+        let mut direct = Vec::new();
         for s in &st.subs {
+            // Lossless: write it ourselves where the connection is idle (no hand-off to its
+            // writer task); such a post may block that long anyway.
+            if lossless {
+                let b = s.take_direct(Some((&st.current, changed)));
+                direct.extend(b.write);
+                if b.taken {
+                    continue;
+                }
+            }
             if s.offer(&st.current, changed) {
                 squashed += 1;
             }
         }
         drop(st);
+        for (guard, out, msgs) in direct {
+            out.write_blocking(guard, msgs, deadline);
+        }
         self.inner.posts.fetch_add(1, Ordering::Relaxed);
         self.inner.overruns.fetch_add(squashed, Ordering::Relaxed);
         Ok(())
     }
 
-    /// True when every subscription has room; false if `deadline` passed first.
+    /// True when every subscription has room; false if `deadline` passed first. Meanwhile it
+    /// writes the queued updates their windows allow itself where the socket is free.
     fn wait_for_room(&self, deadline: Instant) -> bool {
         loop {
             let seen = self.inner.room.generation();
-            let full = lock(&self.inner.state).subs.iter().any(|s| !s.has_room());
-            if !full {
+            let subs: Vec<Arc<Subscription>> = lock(&self.inner.state).subs.clone();
+            for s in &subs {
+                if let Some((guard, out, msgs)) = s.take_direct(None).write {
+                    out.write_blocking(guard, msgs, deadline);
+                }
+            }
+            if subs.iter().all(|s| s.has_room()) {
                 return true;
             }
             let now = Instant::now();
             if now >= deadline {
+                // Acks may have gone to this poster: let the writers send what is queued.
+                for s in &subs {
+                    if s.sendable() {
+                        s.wake_writer();
+                    }
+                }
                 return false;
             }
             // Bounded wait so a missed wake-up can only cost a few milliseconds.
