@@ -174,11 +174,7 @@ const fn tile_size(size: usize, r: usize, l: usize) -> Option<(usize, usize)> {
         r
     };
     let lanes = lane_bytes(size) / size;
-    let tl = if lanes > l {
-        lanes / l * l
-    } else {
-        l
-    };
+    let tl = if lanes > l { lanes / l * l } else { l };
     if ti * tl * size > TILE_BUF {
         None
     } else {
