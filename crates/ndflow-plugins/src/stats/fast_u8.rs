@@ -43,14 +43,7 @@ pub(crate) fn scan(
 /// from rows here); zeroes the totals.
 fn flush_totals(total: &mut [u32], m: &mut Moments) {
     for (x, t) in total.iter_mut().enumerate() {
-        let c = *t as f64;
-        let xf = x as f64;
-        let x2 = xf * xf;
-        m.m00 += c;
-        m.m10 += c * xf;
-        m.m20 += c * x2;
-        m.m30 += c * x2 * xf;
-        m.m40 += c * x2 * x2;
+        m.add_column(x as f64, *t as f64);
         *t = 0;
     }
 }
@@ -116,6 +109,51 @@ mod x86 {
         (_mm_cvtsi128_si32(m) as u8, _mm_cvtsi128_si32(x) as u8)
     }
 
+    /// min/max, Σv and Σv² of a row's blocks, as both loops of `row_pass` keep them.
+    struct Basic {
+        min: __m256i,
+        max: __m256i,
+        sum: __m256i,
+        /// Σv² of the low and high bytes' pairs; each i32 lane gains ≤ 2·255² per block, so
+        /// they are emptied every CHUNK pixels (64 blocks).
+        sq: [__m256i; 2],
+    }
+
+    impl Basic {
+        #[inline]
+        #[target_feature(enable = "avx2")]
+        fn new() -> Self {
+            let zero = _mm256_setzero_si256();
+            Basic {
+                min: _mm256_set1_epi8(-1),
+                max: zero,
+                sum: zero,
+                sq: [zero; 2],
+            }
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx2")]
+        fn add(&mut self, v: __m256i) {
+            let zero = _mm256_setzero_si256();
+            self.min = _mm256_min_epu8(self.min, v);
+            self.max = _mm256_max_epu8(self.max, v);
+            self.sum = _mm256_add_epi64(self.sum, _mm256_sad_epu8(v, zero));
+            let (lo, hi) = (_mm256_unpacklo_epi8(v, zero), _mm256_unpackhi_epi8(v, zero));
+            self.sq[0] = _mm256_add_epi32(self.sq[0], _mm256_madd_epi16(lo, lo));
+            self.sq[1] = _mm256_add_epi32(self.sq[1], _mm256_madd_epi16(hi, hi));
+        }
+
+        /// Σv² so far, emptying the lanes.
+        #[inline]
+        #[target_feature(enable = "avx2")]
+        fn take_squares(&mut self) -> u64 {
+            let s = hsum_u32(self.sq[0]) + hsum_u32(self.sq[1]);
+            self.sq = [_mm256_setzero_si256(); 2];
+            s
+        }
+    }
+
     /// One row: the vector loop over whole 32-pixel blocks, the rest in scalar code.
     /// `c` (the row's column sums) is given with the centroid.
     ///
@@ -127,8 +165,7 @@ mod x86 {
         let blocks = n / 32;
         let zero = _mm256_setzero_si256();
         let thrv = _mm256_set1_epi8(thr as i8);
-        let (mut vmin, mut vmax) = (_mm256_set1_epi8(-1), zero);
-        let (mut sum, mut sq) = (zero, zero);
+        let mut acc = Basic::new();
         let mut out = Row::default();
         let ramp = _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
         let step16 = _mm256_set1_epi16(16);
@@ -136,38 +173,21 @@ mod x86 {
         match c {
             None => {
                 for first in (0..blocks).step_by(CHUNK / 32) {
-                    let mut sq2 = zero;
                     for b in first..(first + CHUNK / 32).min(blocks) {
                         // SAFETY: block b covers bytes 32b..32b+32 < n.
-                        let v = unsafe { _mm256_loadu_si256(p.add(32 * b).cast()) };
-                        vmin = _mm256_min_epu8(vmin, v);
-                        vmax = _mm256_max_epu8(vmax, v);
-                        sum = _mm256_add_epi64(sum, _mm256_sad_epu8(v, zero));
-                        let lo = _mm256_unpacklo_epi8(v, zero);
-                        let hi = _mm256_unpackhi_epi8(v, zero);
-                        // Each i32 lane gains ≤ 2·255² per block and register; a chunk has
-                        // 64 blocks.
-                        sq = _mm256_add_epi32(sq, _mm256_madd_epi16(lo, lo));
-                        sq2 = _mm256_add_epi32(sq2, _mm256_madd_epi16(hi, hi));
+                        acc.add(unsafe { _mm256_loadu_si256(p.add(32 * b).cast()) });
                     }
-                    out.sum_sq += hsum_u32(sq) + hsum_u32(sq2);
-                    sq = zero;
+                    out.sum_sq += acc.take_squares();
                 }
             }
             Some(c) => {
                 let cp = c.as_mut_ptr();
                 for first in (0..blocks).step_by(CHUNK / 32) {
-                    let (mut chunk_t, mut xt, mut sq2, mut x) = (zero, zero, zero, ramp);
+                    let (mut chunk_t, mut xt, mut x) = (zero, zero, ramp);
                     for b in first..(first + CHUNK / 32).min(blocks) {
                         // SAFETY: block b covers bytes 32b..32b+32 < n.
                         let v = unsafe { _mm256_loadu_si256(p.add(32 * b).cast()) };
-                        vmin = _mm256_min_epu8(vmin, v);
-                        vmax = _mm256_max_epu8(vmax, v);
-                        sum = _mm256_add_epi64(sum, _mm256_sad_epu8(v, zero));
-                        let lo = _mm256_unpacklo_epi8(v, zero);
-                        let hi = _mm256_unpackhi_epi8(v, zero);
-                        sq = _mm256_add_epi32(sq, _mm256_madd_epi16(lo, lo));
-                        sq2 = _mm256_add_epi32(sq2, _mm256_madd_epi16(hi, hi));
+                        acc.add(v);
                         // v >= thr ⇔ max(v, thr) == v (bytes compare unsigned this way).
                         let pass = _mm256_cmpeq_epi8(_mm256_max_epu8(v, thrv), v);
                         let t = _mm256_and_si256(v, pass);
@@ -191,8 +211,7 @@ mod x86 {
                     let ct = hsum_u64(chunk_t);
                     out.t += ct;
                     out.xt += (32 * first) as u64 * ct + hsum_u32(xt);
-                    out.sum_sq += hsum_u32(sq) + hsum_u32(sq2);
-                    sq = zero;
+                    out.sum_sq += acc.take_squares();
                 }
                 let tail = 32 * blocks;
                 for (i, (&v, c)) in row[tail..].iter().zip(&mut c[tail..n]).enumerate() {
@@ -203,8 +222,8 @@ mod x86 {
                 }
             }
         }
-        out.sum = hsum_u64(sum);
-        (out.min, out.max) = hmin_hmax(vmin, vmax);
+        out.sum = hsum_u64(acc.sum);
+        (out.min, out.max) = hmin_hmax(acc.min, acc.max);
         for &v in &row[32 * blocks..] {
             out.min = out.min.min(v);
             out.max = out.max.max(v);

@@ -45,6 +45,17 @@ pub(crate) struct Centroid {
 }
 
 impl Moments {
+    /// The total `c` of column `x` into the moments of x alone (M00, M10 … M40).
+    #[inline(always)]
+    pub(crate) fn add_column(&mut self, xf: f64, c: f64) {
+        let x2 = xf * xf;
+        self.m00 += c;
+        self.m10 += c * xf;
+        self.m20 += c * x2;
+        self.m30 += c * x2 * xf;
+        self.m40 += c * x2 * x2;
+    }
+
     /// areaDetector's formulas (PR #235), including which results stay 0 when a variance
     /// or the second-moment sum is 0.
     pub(crate) fn centroid(&self) -> Centroid {
@@ -173,14 +184,8 @@ impl<'a, T: StatsPixel> Columns<'a, T> {
         let y0 = y0 as f64;
         let zero = T::W::default();
         for (x, (t, d)) in self.total.iter().zip(self.d.iter()).enumerate() {
-            let c = t.f();
-            let xf = x as f64;
-            let x2 = xf * xf;
-            m.m00 += c;
-            m.m10 += c * xf;
-            m.m20 += c * x2;
-            m.m30 += c * x2 * xf;
-            m.m40 += c * x2 * x2;
+            let (c, xf) = (t.f(), x as f64);
+            m.add_column(xf, c);
             m.m11 += (y0 * c + d.f()) * xf;
         }
         if let Some(p) = thr_x {
