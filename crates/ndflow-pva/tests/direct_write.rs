@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ndflow_pva::client::{Client, ClientConfig, MonitorEvent, MonitorOptions};
-use ndflow_pva::nt::ntndarray::{ntndarray_desc, Dimension, NtNdArray};
+use ndflow_pva::nt::ntndarray::{ntndarray_desc, NtNdArray};
 use ndflow_pva::server::{Server, ServerConfig, SharedPv, StaticProvider};
 use ndflow_pva::transport::{cmd, subcmd};
 use ndflow_pva::{BitSet, NumArray, Value};
@@ -21,28 +21,7 @@ fn pixel(i: usize, uid: i32) -> u16 {
 
 fn frame(uid: i32, nx: i32, ny: i32) -> Value {
     let px: Vec<u16> = (0..(nx * ny) as usize).map(|i| pixel(i, uid)).collect();
-    let dim = |size| Dimension {
-        size,
-        offset: 0,
-        full_size: size,
-        binning: 1,
-        reverse: false,
-    };
-    let n = (px.len() * 2) as i64;
-    NtNdArray {
-        value: Some(NumArray::from_slice(&px)),
-        codec_name: String::new(),
-        codec_parameters: None,
-        compressed_size: n,
-        uncompressed_size: n,
-        dimension: vec![dim(nx), dim(ny)],
-        unique_id: uid,
-        data_time_stamp: Default::default(),
-        attribute: vec![],
-        alarm: (0, 0, String::new()),
-        time_stamp: Default::default(),
-    }
-    .to_value()
+    server_support::image_value(uid, &NumArray::from_slice(&px), nx, ny)
 }
 
 /// Asserts `v` is frame `uid` exactly.

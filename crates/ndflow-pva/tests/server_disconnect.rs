@@ -7,7 +7,7 @@ mod server_support;
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use ndflow_pva::nt::ntndarray::{ntndarray_desc, Dimension, NtNdArray};
+use ndflow_pva::nt::ntndarray::ntndarray_desc;
 use ndflow_pva::nt::scalar;
 use ndflow_pva::server::{PostError, SharedPv};
 use ndflow_pva::transport::{cmd, subcmd};
@@ -15,27 +15,7 @@ use ndflow_pva::{BitSet, NumArray, ScalarType, Value};
 use server_support::{start, Raw};
 
 fn frame(uid: i32, pixels: &NumArray) -> Value {
-    let dim = |size| Dimension {
-        size,
-        offset: 0,
-        full_size: size,
-        binning: 1,
-        reverse: false,
-    };
-    NtNdArray {
-        value: Some(pixels.clone()),
-        codec_name: String::new(),
-        codec_parameters: None,
-        compressed_size: pixels.bytes().len() as i64,
-        uncompressed_size: pixels.bytes().len() as i64,
-        dimension: vec![dim(1024), dim(1024)],
-        unique_id: uid,
-        data_time_stamp: Default::default(),
-        attribute: vec![],
-        alarm: (0, 0, String::new()),
-        time_stamp: Default::default(),
-    }
-    .to_value()
+    server_support::image_value(uid, pixels, 1024, 1024)
 }
 
 fn big_pixels() -> NumArray {

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ndflow_pva::nt::ntndarray::{ntndarray_desc, Dimension, NtNdArray};
+use ndflow_pva::nt::ntndarray::ntndarray_desc;
 use ndflow_pva::server::SharedPv;
 use ndflow_pva::transport::{cmd, subcmd};
 use ndflow_pva::wire::header::HEADER_LEN;
@@ -23,28 +23,7 @@ const NY: i32 = 1024;
 const SECONDS: f64 = 3.0;
 
 fn frame(uid: i32, pixels: &NumArray) -> Value {
-    let dim = |size| Dimension {
-        size,
-        offset: 0,
-        full_size: size,
-        binning: 1,
-        reverse: false,
-    };
-    let n = pixels.bytes().len() as i64;
-    NtNdArray {
-        value: Some(pixels.clone()),
-        codec_name: String::new(),
-        codec_parameters: None,
-        compressed_size: n,
-        uncompressed_size: n,
-        dimension: vec![dim(NX), dim(NY)],
-        unique_id: uid,
-        data_time_stamp: Default::default(),
-        attribute: vec![],
-        alarm: (0, 0, String::new()),
-        time_stamp: Default::default(),
-    }
-    .to_value()
+    server_support::image_value(uid, pixels, NX, NY)
 }
 
 /// Read one message into `buf` (reused); returns its header.

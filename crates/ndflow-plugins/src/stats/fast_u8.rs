@@ -257,14 +257,8 @@ mod x86 {
                     let (c, total) = cl.u8_parts();
                     // SAFETY: AVX2 is on here; `c` has `nx` sums (Columns::new).
                     let r = unsafe { row_pass(row, thr, Some(&mut *c)) };
-                    let rst = r.t as f64;
                     let m = &mut out.moments;
-                    let yf = y as f64;
-                    let y2 = yf * yf;
-                    m.m01 += rst * yf;
-                    m.m02 += rst * y2;
-                    m.m03 += rst * y2 * yf;
-                    m.m04 += rst * y2 * y2;
+                    m.add_row(y as f64, r.t as f64);
                     m11 += y as u128 * r.xt as u128;
                     let next = y + 1;
                     if next % GROUP == 0 || next == ny {

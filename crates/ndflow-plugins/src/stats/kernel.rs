@@ -45,6 +45,16 @@ pub(crate) struct Centroid {
 }
 
 impl Moments {
+    /// The thresholded sum `rst` of row `y` into the moments of y alone (M01 … M04).
+    #[inline(always)]
+    pub(crate) fn add_row(&mut self, yf: f64, rst: f64) {
+        let y2 = yf * yf;
+        self.m01 += rst * yf;
+        self.m02 += rst * y2;
+        self.m03 += rst * y2 * yf;
+        self.m04 += rst * y2 * y2;
+    }
+
     /// The total `c` of column `x` into the moments of x alone (M00, M10 … M40).
     #[inline(always)]
     pub(crate) fn add_column(&mut self, xf: f64, c: f64) {
@@ -356,12 +366,7 @@ pub(crate) fn scan_generic<T: StatsPixel, const C: bool, const P: bool>(
         };
         let rst = threshold_row::<T, P>(row, cols, thr);
         let m = &mut out.moments;
-        let yf = y as f64;
-        let y2 = yf * yf;
-        m.m01 += rst * yf;
-        m.m02 += rst * y2;
-        m.m03 += rst * y2 * yf;
-        m.m04 += rst * y2 * y2;
+        m.add_row(y as f64, rst);
         if let Some(p) = prof.as_mut() {
             if let (Some(a), Some(t)) = (p.avg_y.get_mut(y), p.thr_y.get_mut(y)) {
                 *a = s / nxf;

@@ -7,11 +7,13 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ndflow_pva::nt::ntndarray::{Dimension, NtNdArray};
 use ndflow_pva::server::{Server, ServerConfig, SharedPv, StaticProvider};
 use ndflow_pva::transport::{cmd, subcmd};
 use ndflow_pva::wire::header::HEADER_LEN;
 use ndflow_pva::{
-    BitSet, ByteOrder, FieldDesc, Header, Reader, ScalarType, Status, TypeCache, Value, Writer,
+    BitSet, ByteOrder, FieldDesc, Header, NumArray, Reader, ScalarType, Status, TypeCache, Value,
+    Writer,
 };
 
 pub fn start(pvs: Vec<(&str, SharedPv)>) -> (Server, Arc<StaticProvider>) {
@@ -307,4 +309,30 @@ impl Raw {
 /// The `value` field of an NTScalar value.
 pub fn value_of<'a>(desc: &FieldDesc, v: &'a Value) -> &'a Value {
     v.field(desc, "value").unwrap()
+}
+
+/// An uncompressed `nx`×`ny` NTNDArray value of `pixels` with unique id `uid`.
+pub fn image_value(uid: i32, pixels: &NumArray, nx: i32, ny: i32) -> Value {
+    let dim = |size| Dimension {
+        size,
+        offset: 0,
+        full_size: size,
+        binning: 1,
+        reverse: false,
+    };
+    let n = pixels.bytes().len() as i64;
+    NtNdArray {
+        value: Some(pixels.clone()),
+        codec_name: String::new(),
+        codec_parameters: None,
+        compressed_size: n,
+        uncompressed_size: n,
+        dimension: vec![dim(nx), dim(ny)],
+        unique_id: uid,
+        data_time_stamp: Default::default(),
+        attribute: vec![],
+        alarm: (0, 0, String::new()),
+        time_stamp: Default::default(),
+    }
+    .to_value()
 }
