@@ -448,3 +448,28 @@ def test_sim_color_mode_menu_is_simdetectors(ioc):
     assert out["size0"] == 3, "RGB1 frames are [3, X, Y]"
     assert out["rgb3"] == 3
     assert out["mono_size0"] == 1024
+
+
+def test_reads_after_a_completed_acquire_see_its_frame(ioc):
+    """A read after `caput(Acquire, 1, wait=True)` returns sees that acquisition's frame size,
+    every time: the PV publisher could take a batch of changes and be preempted before
+    posting it, and the completion then overtook it (1 run in ~20 of the suite; 1 round in
+    ~30 here with both cores busy, before the fix)."""
+    out = run_client(
+        ioc,
+        """
+        bad = []
+        for i in range(30):
+            epics.caput(P + "cam1:ColorMode", "RGB1", wait=True)
+            epics.caput(P + "cam1:Acquire", 1, wait=True, timeout=30)
+            rgb = epics.caget(P + "cam1:ArraySize0_RBV", use_monitor=False)
+            epics.caput(P + "cam1:ColorMode", "Mono", wait=True)
+            epics.caput(P + "cam1:Acquire", 1, wait=True, timeout=30)
+            mono = epics.caget(P + "cam1:ArraySize0_RBV", use_monitor=False)
+            if (rgb, mono) != (3, 1024):
+                bad.append((i, rgb, mono))
+        out["bad"] = bad
+        """,
+        timeout=300,
+    )
+    assert out["bad"] == [], "rounds (index, RGB1 size0, Mono size0) read stale sizes"

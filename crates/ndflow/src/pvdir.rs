@@ -515,9 +515,17 @@ impl PvDirectory {
     }
 
     /// Posts every change still waiting for the publisher, now, on this thread.
+    ///
+    /// The queue is only ever emptied while holding `posting`, and the batch is posted before
+    /// letting go: so once this holds `posting`, a change made before the call is either
+    /// still queued (posted here) or was taken by the publisher, which has finished posting
+    /// it. Without that, a publisher that took the queue but had not posted yet left this
+    /// with nothing to flush, and a put completing right after let its client read the old
+    /// value (seen as a stale `ArraySize0_RBV` after `Acquire` with `wait=True`).
     fn flush_pending(&self) {
+        let _serial = self.posting.lock();
         let batch = std::mem::take(&mut self.pending.0.lock().queue);
-        self.post(&batch, true);
+        self.post_held(&batch, true);
     }
 
     /// Gives every view the current value of each slot; `dequeued`: the slots came off the
@@ -526,8 +534,16 @@ impl PvDirectory {
         if slots.is_empty() {
             return;
         }
-        let sinks: Vec<Sink> = self.sinks.read().clone();
         let _serial = self.posting.lock();
+        self.post_held(slots, dequeued);
+    }
+
+    /// [`Self::post`] for a caller that holds `posting`.
+    fn post_held(&self, slots: &[usize], dequeued: bool) {
+        if slots.is_empty() {
+            return;
+        }
+        let sinks: Vec<Sink> = self.sinks.read().clone();
         for &slot in slots {
             let Some(s) = self.slots.get(slot) else {
                 continue;
@@ -566,9 +582,13 @@ impl PvDirectory {
                 if g.stop {
                     return;
                 }
-                std::mem::swap(&mut batch, &mut g.queue);
             }
-            self.post(&batch, true);
+            {
+                // Take the queue only while holding `posting` (see `flush_pending`).
+                let _serial = self.posting.lock();
+                std::mem::swap(&mut batch, &mut self.pending.0.lock().queue);
+                self.post_held(&batch, true);
+            }
             batch.clear();
             std::thread::sleep(POST_INTERVAL);
         }
