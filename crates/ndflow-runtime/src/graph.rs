@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ndflow_core::{ParamError, ParamStore, ParamValue, Pool};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 use thiserror::Error;
 
 use crate::attr_file::{PortAttributes, PvReader};
@@ -75,6 +75,8 @@ impl PortHandle {
 struct GraphInner {
     ports: RwLock<Vec<PortHandle>>,
     sched: Arc<Scheduler>,
+    /// Wakes the housekeeping thread early (a frame started waiting for SortTime, stop).
+    housekeeping: Arc<Wakeup>,
     fallback_pool: Pool,
     stop: AtomicBool,
     /// Where EPICS_PV attribute values come from (the IOC's Channel Access client).
@@ -119,14 +121,15 @@ impl Graph {
         let inner = Arc::new(GraphInner {
             ports: RwLock::new(Vec::new()),
             sched: Scheduler::start(n),
+            housekeeping: Arc::new(Wakeup::default()),
             fallback_pool: Pool::unlimited(),
             stop: AtomicBool::new(false),
             pv_reader: RwLock::new(None),
         });
-        let weak = Arc::downgrade(&inner);
+        let (weak, wake) = (Arc::downgrade(&inner), inner.housekeeping.clone());
         let ticker = std::thread::Builder::new()
             .name("ndflow-housekeeping".into())
-            .spawn(move || housekeeping(weak))
+            .spawn(move || housekeeping(weak, wake))
             .ok();
         Graph {
             inner,
@@ -191,6 +194,7 @@ impl Graph {
             plugin,
             params,
             self.inner.sched.clone(),
+            self.inner.housekeeping.clone(),
             self.inner.fallback_pool.clone(),
         );
         self.inner
@@ -378,6 +382,11 @@ impl Graph {
 
     /// Publishes every counter to the parameters now (the housekeeping thread does this at
     /// a bounded rate).
+    /// Worker wake-ups that were lost and made up for by the safety time-out (should stay 0).
+    pub fn missed_wakeups(&self) -> u64 {
+        self.inner.sched.missed_wakeups()
+    }
+
     pub fn publish_now(&self) {
         self.inner.publish(false);
     }
@@ -401,6 +410,7 @@ impl Graph {
             }
         }
         self.inner.sched.stop();
+        self.inner.housekeeping.kick();
         if let Some(t) = self.ticker.lock().take() {
             let _ = t.join();
         }
@@ -413,23 +423,69 @@ impl Drop for Graph {
     }
 }
 
-/// Sort time-outs every 10 ms, counters every 100 ms, rates every second.
-fn housekeeping(graph: Weak<GraphInner>) {
-    let mut tick: u64 = 0;
-    loop {
-        std::thread::sleep(Duration::from_millis(10));
-        let Some(g) = graph.upgrade() else { return };
-        if g.stop.load(Ordering::Acquire) {
-            return;
-        }
-        tick += 1;
-        for p in g.ports.read().iter() {
-            if let PortHandle::Plugin(p) = p {
-                p.flush_sorted(true);
+/// Counters are published every [`PUBLISH_PERIOD`] (rates every [`RATE_PERIOD`]).
+const PUBLISH_PERIOD: Duration = Duration::from_millis(100);
+const RATE_PERIOD: Duration = Duration::from_secs(1);
+
+/// Wakes the housekeeping thread before its next planned round.
+#[derive(Default)]
+pub(crate) struct Wakeup {
+    kicked: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Wakeup {
+    pub(crate) fn kick(&self) {
+        *self.kicked.lock() = true;
+        self.cv.notify_one();
+    }
+
+    /// Sleeps until `deadline` or a kick.
+    fn wait_until(&self, deadline: Instant) {
+        let mut kicked = self.kicked.lock();
+        while !*kicked {
+            if self.cv.wait_until(&mut kicked, deadline).timed_out() {
+                break;
             }
         }
-        if tick.is_multiple_of(10) {
-            g.publish(tick.is_multiple_of(100));
-        }
+        *kicked = false;
+    }
+}
+
+/// Publishes counters every 100 ms and rates every second, and sends out frames held for
+/// sorting when their SortTime has passed. It sleeps until the next of those is due (a port
+/// that starts holding a frame for sorting kicks it): an idle IOC wakes 10 times a second,
+/// not 100 (it used to poll every 10 ms for sort time-outs that are rare).
+fn housekeeping(graph: Weak<GraphInner>, wake: Arc<Wakeup>) {
+    let start = Instant::now();
+    let (mut next_publish, mut next_rate) = (start + PUBLISH_PERIOD, start + RATE_PERIOD);
+    loop {
+        let next_sort = {
+            let Some(g) = graph.upgrade() else { return };
+            if g.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let mut next_sort: Option<Instant> = None;
+            for p in g.ports.read().iter() {
+                if let PortHandle::Plugin(p) = p {
+                    p.flush_sorted(true);
+                    if let Some(due) = p.sort_deadline() {
+                        next_sort = Some(next_sort.map_or(due, |n| n.min(due)));
+                    }
+                }
+            }
+            let now = Instant::now();
+            if now >= next_publish {
+                let rate_tick = now >= next_rate;
+                g.publish(rate_tick);
+                // Late rounds (a stalled thread) are not caught up in a burst.
+                next_publish = (next_publish + PUBLISH_PERIOD).max(now);
+                if rate_tick {
+                    next_rate = (next_rate + RATE_PERIOD).max(now);
+                }
+            }
+            next_sort
+        };
+        wake.wait_until(next_sort.map_or(next_publish, |s| s.min(next_publish)));
     }
 }

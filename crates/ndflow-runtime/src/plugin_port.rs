@@ -14,6 +14,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::accounting::{Accounting, DropReason};
 use crate::attr_file::PortAttributes;
+use crate::graph::Wakeup;
 use crate::meta::{FrameMeta, MetaIdx};
 use crate::plugin::{pool_of, Plugin, PluginError, ProcessContext, Routing};
 use crate::scheduler::Scheduler;
@@ -145,6 +146,8 @@ pub struct PluginPort {
     pub(crate) plugin: Arc<dyn Plugin>,
     pub params: Arc<ParamStore>,
     sched: Arc<Scheduler>,
+    /// Kicked when a frame starts waiting for sorting, so its SortTime is kept.
+    housekeeping: Arc<Wakeup>,
     fallback_pool: Pool,
     state: Mutex<InputState>,
     pub(crate) fanout: Fanout,
@@ -181,6 +184,7 @@ impl PluginPort {
         plugin: Arc<dyn Plugin>,
         params: Arc<ParamStore>,
         sched: Arc<Scheduler>,
+        housekeeping: Arc<Wakeup>,
         fallback_pool: Pool,
     ) -> Arc<PluginPort> {
         let i = |n: &str| params.index(n);
@@ -216,6 +220,7 @@ impl PluginPort {
             plugin,
             params,
             sched,
+            housekeeping,
             fallback_pool,
             state: Mutex::new(InputState {
                 cfg: InputConfig {
@@ -572,14 +577,19 @@ impl PluginPort {
         // A scatter's outputs go to different ports: sorting them here would mean nothing
         // (sort after the Gather), and delivery must be known now to count the input.
         if self.sorted.load(Ordering::Acquire) && self.routing == Routing::Broadcast {
-            {
+            let first = {
                 let mut s = self.sorter.lock();
                 let seq = s.seq;
                 s.seq += 1;
+                let first = s.pending.is_empty();
                 s.pending
                     .insert((out.unique_id, seq), (out, Instant::now()));
-            }
+                first
+            };
             self.flush_sorted(false);
+            if first && !self.sorter.lock().pending.is_empty() {
+                self.housekeeping.kick();
+            }
             true
         } else {
             self.forward(&out)
@@ -637,6 +647,13 @@ impl PluginPort {
                 self.forward(&out);
             }
         }
+    }
+
+    /// When the oldest frame held for sorting goes out on SortTime; None when none is held.
+    pub(crate) fn sort_deadline(&self) -> Option<Instant> {
+        let s = self.sorter.lock();
+        let oldest = s.pending.values().map(|(_, since)| *since).min()?;
+        oldest.checked_add(s.sort_time)
     }
 
     fn log_once(&self, key: &str, msg: &str) {

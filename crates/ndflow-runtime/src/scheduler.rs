@@ -7,7 +7,7 @@
 //! thread) go to a global FIFO injector.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -19,10 +19,16 @@ use crate::plugin_port::PluginPort;
 
 pub(crate) type Task = Arc<PluginPort>;
 
+/// How long an idle worker sleeps before looking for work on its own. Wake-ups are never
+/// lost (see `worker_loop`), so this is a safety net, not a poll: idle workers used to wake
+/// every 20 ms each.
+const SAFETY_WAIT: Duration = Duration::from_secs(1);
+
 pub(crate) struct Scheduler {
     injector: Injector<Task>,
     stealers: Mutex<Vec<Stealer<Task>>>,
     sleepers: AtomicUsize,
+    missed_wakeups: AtomicU64,
     sleep_lock: Mutex<()>,
     wake: Condvar,
     shutdown: AtomicBool,
@@ -64,6 +70,7 @@ impl Scheduler {
             injector: Injector::new(),
             stealers: Mutex::new(Vec::new()),
             sleepers: AtomicUsize::new(0),
+            missed_wakeups: AtomicU64::new(0),
             sleep_lock: Mutex::new(()),
             wake: Condvar::new(),
             shutdown: AtomicBool::new(false),
@@ -143,7 +150,20 @@ impl Scheduler {
         }
     }
 
+    /// No task in the global queue or in any worker's deque.
+    fn all_empty(&self) -> bool {
+        self.injector.is_empty() && self.stealers.lock().iter().all(|s| s.is_empty())
+    }
+
+    /// Wake-ups that were lost and made up for by the safety time-out (0 unless the
+    /// protocol above is broken; tests check it).
+    pub(crate) fn missed_wakeups(&self) -> u64 {
+        self.missed_wakeups.load(Ordering::Relaxed)
+    }
+
     fn wake_one(&self) {
+        // Orders the caller's push before the read of `sleepers` (see `worker_loop`).
+        std::sync::atomic::fence(Ordering::SeqCst);
         if self.sleepers.load(Ordering::SeqCst) > 0 {
             let _g = self.sleep_lock.lock();
             self.wake.notify_one();
@@ -193,9 +213,17 @@ impl Scheduler {
                 None => {
                     let mut g = self.sleep_lock.lock();
                     self.sleepers.fetch_add(1, Ordering::SeqCst);
-                    // Re-check after announcing ourselves asleep (pairs with submit's SeqCst load).
-                    if self.injector.is_empty() && stealer_probe.is_empty() {
-                        self.wake.wait_for(&mut g, Duration::from_millis(20));
+                    // Re-check every queue after announcing ourselves asleep: a submitter
+                    // pushes, fences, then reads `sleepers` (`wake_one`), so either it sees
+                    // us and notifies (it needs `sleep_lock`, held until we wait), or we see
+                    // its task here. No wake-up is lost, so the wait needs no polling
+                    // timeout; the long one only bounds the harm of a bug, and a worker
+                    // that it wakes to find work counts it in `missed_wakeups`.
+                    if !self.shutdown.load(Ordering::Acquire) && self.all_empty() {
+                        let timed_out = self.wake.wait_for(&mut g, SAFETY_WAIT).timed_out();
+                        if timed_out && !self.all_empty() {
+                            self.missed_wakeups.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                     self.sleepers.fetch_sub(1, Ordering::SeqCst);
                 }

@@ -114,3 +114,86 @@ fn ports_with_queued_frames_still_take_turns_on_one_worker() {
     );
     g.shutdown();
 }
+
+/// Idle workers sleep without a polling time-out, so a lost wake-up would stall frames.
+/// Bursts from outside the pool (as from a driver thread) separated by idle gaps, into a
+/// chain of ports whose outputs are submitted from the workers: every frame arrives, and no
+/// worker ever had to find work by its safety time-out.
+#[test]
+fn workers_woken_for_every_burst_without_polling() {
+    let g = sim_graph(2);
+    let sink = Arc::new(TestPlugin::new());
+    for (name, src) in [("A", "DRV"), ("B", "A"), ("C", "A")] {
+        g.add_plugin(name, Arc::new(TestPlugin::new())).unwrap();
+        g.put(name, "NDArrayPort", src).unwrap();
+        g.put(name, "QueueSize", 100).unwrap();
+    }
+    g.add_plugin("SINK", sink.clone()).unwrap();
+    g.put("SINK", "NDArrayPort", "B").unwrap();
+    g.put("SINK", "QueueSize", 100).unwrap();
+    let a = g.plugin("A").unwrap();
+    let all = frames(60);
+    for burst in all.chunks(3) {
+        for f in burst {
+            a.offer(f);
+        }
+        // Long enough for both workers to go back to sleep.
+        std::thread::sleep(Duration::from_millis(15));
+    }
+    assert!(
+        g.wait_idle(Duration::from_secs(30)),
+        "graph did not go idle"
+    );
+    assert_eq!(sink.seen.lock().len(), 60);
+    assert_eq!(g.missed_wakeups(), 0);
+}
+
+/// A frame held for sorting goes out when its SortTime has passed, although the frame before
+/// it is still being processed: the housekeeping thread, which no longer polls every 10 ms,
+/// is woken for it.
+#[test]
+fn sort_time_releases_held_frames() {
+    struct StallFirst;
+    impl Plugin for StallFirst {
+        fn plugin_type(&self) -> &'static str {
+            "StallFirst"
+        }
+        fn params(&self) -> &'static [ParamDef] {
+            &[]
+        }
+        fn max_threads(&self) -> usize {
+            2
+        }
+        fn process(
+            &self,
+            input: &Arc<NDArray>,
+            ctx: &mut ProcessContext<'_>,
+        ) -> Result<(), PluginError> {
+            if input.unique_id == 1 {
+                std::thread::sleep(Duration::from_secs(3));
+            }
+            ctx.emit(input.clone());
+            Ok(())
+        }
+    }
+    let g = Graph::new(2);
+    g.add_plugin("S", Arc::new(StallFirst)).unwrap();
+    let sink = Arc::new(TestPlugin::new());
+    g.add_plugin("SINK", sink.clone()).unwrap();
+    g.put("S", "NumThreads", 2).unwrap();
+    g.put("S", "QueueSize", 100).unwrap();
+    g.put("S", "SortMode", "Sorted").unwrap();
+    g.put("S", "SortTime", 0.05).unwrap();
+    g.put("SINK", "NDArrayPort", "S").unwrap();
+    g.put("SINK", "QueueSize", 100).unwrap();
+    let s = g.plugin("S").unwrap();
+    for f in frames(4) {
+        s.offer(&f);
+    }
+    assert!(
+        g.wait_idle(Duration::from_secs(30)),
+        "graph did not go idle"
+    );
+    // 2-4 went out on SortTime while frame 1 was still stalled, then 1 itself.
+    assert_eq!(*sink.seen.lock(), vec![2, 3, 4, 1]);
+}

@@ -80,17 +80,26 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
         }
         publisher = Some(dir.start_publisher()?);
     }
-    // A second Ctrl-C while stopping exits at once.
-    let _ = ctrlc::set_handler(|| {
+    // A second Ctrl-C while stopping exits at once. The first wakes the loop below, which
+    // otherwise sleeps a second between status lines (checking for idle every 20 ms only
+    // with --until-idle): an idle IOC does not poll.
+    let (stop_tx, stop_rx) = std::sync::mpsc::sync_channel::<()>(1);
+    let _ = ctrlc::set_handler(move || {
         if STOP.swap(true, Ordering::SeqCst) {
             std::process::exit(130);
         }
+        let _ = stop_tx.try_send(());
     });
     let mut status = StatusLine::new();
     let started = Instant::now();
     let mut last_print = Instant::now();
+    let tick = if opts.until_idle {
+        Duration::from_millis(20)
+    } else {
+        Duration::from_secs(1)
+    };
     loop {
-        std::thread::sleep(Duration::from_millis(20));
+        let _ = stop_rx.recv_timeout(tick);
         if STOP.load(Ordering::SeqCst) {
             eprintln!("\nstopping: acquisition off, draining plugins (Ctrl-C again to quit now)");
             for name in cfg.driver_names() {
@@ -107,7 +116,7 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
         if opts.until_idle && started.elapsed() > Duration::from_millis(100) && graph.is_idle() {
             break;
         }
-        if !opts.quiet && last_print.elapsed() >= Duration::from_secs(1) {
+        if !opts.quiet && last_print.elapsed() >= Duration::from_millis(990) {
             status.print(&graph);
             last_print = Instant::now();
         }
