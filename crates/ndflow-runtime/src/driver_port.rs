@@ -98,6 +98,18 @@ impl DriverPort {
         self.busy.load(Ordering::Acquire) || self.ctl.lock().acquire
     }
 
+    /// Blocks until no acquisition is running (true), or for at most `timeout` (false).
+    pub fn wait_done(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut c = self.ctl.lock();
+        while self.busy.load(Ordering::Acquire) || c.acquire {
+            if self.cv.wait_until(&mut c, deadline).timed_out() {
+                return !(self.busy.load(Ordering::Acquire) || c.acquire);
+            }
+        }
+        true
+    }
+
     pub fn array_counter(&self) -> i64 {
         self.array_counter.load(Ordering::Acquire)
     }
@@ -312,7 +324,12 @@ impl DriverPort {
             _ => "Acquisition complete".to_string(),
         };
         let _ = p.set_by_name("StatusMessage", msg);
-        self.busy.store(false, Ordering::Release);
+        {
+            // Under the lock, so that `wait_done` cannot miss the end.
+            let _c = self.ctl.lock();
+            self.busy.store(false, Ordering::Release);
+        }
+        self.cv.notify_all();
         self.publish(false);
     }
 

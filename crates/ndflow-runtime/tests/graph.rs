@@ -408,3 +408,20 @@ fn time_remaining_counts_down() {
     assert_eq!(g.summary()["ports"]["DRV"]["TimeRemaining_RBV"], 0.0);
     assert_eq!(g.summary()["ports"]["DRV"]["DetectorState_RBV"], "Aborted");
 }
+
+#[test]
+fn wait_done_blocks_until_the_acquisition_has_ended() {
+    let g = sim_graph(1);
+    configure_fast(&g, 10);
+    g.put("DRV", "AcquirePeriod", 0.02).unwrap();
+    let d = g.driver("DRV").unwrap();
+    assert!(d.wait_done(Duration::ZERO), "idle before the start");
+    g.put("DRV", "Acquire", 1).unwrap();
+    assert!(
+        !d.wait_done(Duration::from_millis(1)),
+        "10 frames 20 ms apart"
+    );
+    assert!(d.wait_done(Duration::from_secs(30)));
+    assert_eq!(g.get("DRV", "ArrayCounter").unwrap(), ParamValue::Int(10));
+    assert!(!d.is_busy());
+}

@@ -98,9 +98,8 @@ fn run_row(period: f64, frames: u32, set: &[(String, String, String)]) -> Result
     let cpu0 = process_cpu_seconds();
     let t0 = Instant::now();
     put("Acquire", 1.into())?;
-    while sim.is_busy() {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    // Blocking, not polling: this thread's CPU counts in the figures.
+    while !sim.wait_done(Duration::from_secs(3600)) {}
     let acq = t0.elapsed().as_secs_f64();
     graph.wait_idle(Duration::from_secs(60));
     let wall = t0.elapsed().as_secs_f64();
