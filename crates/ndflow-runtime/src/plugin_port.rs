@@ -649,11 +649,13 @@ impl PluginPort {
         }
     }
 
-    /// When the oldest frame held for sorting goes out on SortTime; None when none is held.
+    /// When the first frame held for sorting goes out on SortTime; None when none is held.
+    /// The first by uniqueId, not the longest held: `flush_sorted` looks only at the head,
+    /// so an earlier deadline further back would have the housekeeping thread spin.
     pub(crate) fn sort_deadline(&self) -> Option<Instant> {
         let s = self.sorter.lock();
-        let oldest = s.pending.values().map(|(_, since)| *since).min()?;
-        oldest.checked_add(s.sort_time)
+        let (_, (_, since)) = s.pending.first_key_value()?;
+        since.checked_add(s.sort_time)
     }
 
     fn log_once(&self, key: &str, msg: &str) {
