@@ -1,7 +1,7 @@
 //! The graph: named ports, wiring by name (NDArrayPort), external parameter writes with
 //! their side effects, the housekeeping thread, and idle detection.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -77,6 +77,8 @@ struct GraphInner {
     sched: Arc<Scheduler>,
     /// Wakes the housekeeping thread early (a frame started waiting for SortTime, stop).
     housekeeping: Arc<Wakeup>,
+    /// Rounds the housekeeping thread has made (it must not spin: tests read this).
+    housekeeping_rounds: AtomicU64,
     fallback_pool: Pool,
     stop: AtomicBool,
     /// Where EPICS_PV attribute values come from (the IOC's Channel Access client).
@@ -122,6 +124,7 @@ impl Graph {
             ports: RwLock::new(Vec::new()),
             sched: Scheduler::start(n),
             housekeeping: Arc::new(Wakeup::default()),
+            housekeeping_rounds: AtomicU64::new(0),
             fallback_pool: Pool::unlimited(),
             stop: AtomicBool::new(false),
             pv_reader: RwLock::new(None),
@@ -387,6 +390,12 @@ impl Graph {
         self.inner.sched.missed_wakeups()
     }
 
+    /// Rounds the housekeeping thread has made so far (about 10 a second, more only while
+    /// frames wait for SortTime).
+    pub fn housekeeping_rounds(&self) -> u64 {
+        self.inner.housekeeping_rounds.load(Ordering::Relaxed)
+    }
+
     pub fn publish_now(&self) {
         self.inner.publish(false);
     }
@@ -465,6 +474,7 @@ fn housekeeping(graph: Weak<GraphInner>, wake: Arc<Wakeup>) {
             if g.stop.load(Ordering::Acquire) {
                 return;
             }
+            g.housekeeping_rounds.fetch_add(1, Ordering::Relaxed);
             let mut next_sort: Option<Instant> = None;
             for p in g.ports.read().iter() {
                 if let PortHandle::Plugin(p) = p {
