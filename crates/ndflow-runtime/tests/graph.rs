@@ -425,3 +425,33 @@ fn wait_done_blocks_until_the_acquisition_has_ended() {
     assert_eq!(g.get("DRV", "ArrayCounter").unwrap(), ParamValue::Int(10));
     assert!(!d.is_busy());
 }
+
+/// This thread's voluntary context switches so far (how often it has slept and been woken).
+#[cfg(target_os = "linux")]
+fn voluntary_switches() -> u64 {
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+/// Waiting for a long acquisition does not poll: the waiting thread sleeps on the driver
+/// until the acquisition ends (it used to wake every 2 ms, ~500 times a second).
+#[cfg(target_os = "linux")]
+#[test]
+fn wait_idle_sleeps_through_an_acquisition() {
+    let g = sim_graph(1);
+    g.add_plugin("P1", Arc::new(TestPlugin::new())).unwrap();
+    g.put("P1", "NDArrayPort", "DRV").unwrap();
+    configure_fast(&g, 20);
+    g.put("DRV", "AcquirePeriod", 0.05).unwrap();
+    g.put("DRV", "Acquire", 1).unwrap();
+    let before = voluntary_switches();
+    assert!(g.wait_idle(Duration::from_secs(30)));
+    let woken = voluntary_switches() - before;
+    assert_eq!(g.get("DRV", "ArrayCounter").unwrap(), ParamValue::Int(20));
+    // ~1 s of acquisition: a few wake-ups (the end, the drain's naps), not hundreds.
+    assert!(woken < 60, "woken {woken} times");
+}
