@@ -102,8 +102,13 @@ impl Connection {
             .await
             .map_err(|_| ClientError::Timeout(format!("connecting to {peer}")))??;
         stream.set_nodelay(true)?;
+        #[cfg(unix)]
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
         let (rd, mut wr) = stream.into_split();
-        let mut reader = MessageReader::new(rd, cfg.max_message);
+        let reader = MessageReader::new(rd, cfg.max_message);
+        #[cfg(unix)]
+        let reader = reader.with_low_water(crate::transport::tcp_low_water(fd));
+        let mut reader = reader;
         let (order, pvxs) = timeout_at(deadline, validate(&mut reader, &mut wr, cfg))
             .await
             .map_err(|_| ClientError::Timeout(format!("validating connection to {peer}")))??;
