@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 use ndflow_runtime::{Graph, PortHandle};
 use serde_json::json;
 
+use crate::bench_paced_ref::{RefRow, SyncPipeline};
 use crate::config::Config;
+
+pub use crate::bench_paced_ref::process_cpu_seconds;
 
 pub const RIVERS2013: &str = include_str!("../../../examples/rivers2013.toml");
 
@@ -24,22 +27,6 @@ pub struct RiversOptions {
     pub seconds: f64,
     pub max_rate_frames: u32,
     pub periods: String,
-}
-
-/// Process CPU time (user + system) in seconds, from /proc/self/stat (USER_HZ = 100).
-pub fn process_cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return f64::NAN;
-    };
-    // Fields after the ")" that closes the command name; utime and stime are 14 and 15.
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        f.get(i)
-            .and_then(|s| s.parse::<f64>().ok())
-            .unwrap_or(f64::NAN)
-    };
-    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// memcpy bandwidth in bytes copied per second for `size`-byte buffers (best of 5).
@@ -178,6 +165,21 @@ pub fn rivers2013(opts: &RiversOptions) -> Result<(), String> {
         eprintln!("  AcquirePeriod {p}: {frames} frames...");
         rows.push(run_row(p, frames, &opts.set)?);
     }
+    // The host's own price for pacing, measured with a fixed pass on the same schedules.
+    eprintln!("  reference pass at each period...");
+    let cfg = Config::parse(RIVERS2013, "examples/rivers2013.toml").map_err(|e| e.to_string())?;
+    let sync = SyncPipeline::from_config(&cfg, 1024, 1024)?;
+    let refs: Vec<RefRow> = periods
+        .iter()
+        .map(|&p| {
+            let frames = if p > 0.0 {
+                ((opts.seconds / 2.0 / p).round() as u32).clamp(10, 2000)
+            } else {
+                1000
+            };
+            sync.paced(p, frames)
+        })
+        .collect::<Result<_, _>>()?;
     // The seed's table layout: one column per AcquirePeriod.
     let col = |f: &dyn Fn(&Row) -> String| {
         rows.iter()
@@ -206,6 +208,33 @@ pub fn rivers2013(opts: &RiversOptions) -> Result<(), String> {
         "CPU ms/frame",
         col(&|r| format!("{:.2}", r.cpu_ms_per_frame))
     );
+    // Against the flat-out row (period 0), when the run has one.
+    let flat = periods.iter().position(|&p| p == 0.0);
+    if let Some(f) = flat {
+        let ours = |i: usize| rows[i].cpu_ms_per_frame / rows[f].cpu_ms_per_frame;
+        let host = |i: usize| refs[i].cpu_ms_per_frame / refs[f].cpu_ms_per_frame;
+        let cols = |v: &dyn Fn(usize) -> f64| {
+            (0..rows.len())
+                .map(|i| format!("{:>9.2}", v(i)))
+                .collect::<String>()
+        };
+        println!("{:<22}{}", "  x flat out", cols(&ours));
+        println!(
+            "{:<22}{}",
+            "Reference ms/frame",
+            cols(&|i| refs[i].cpu_ms_per_frame)
+        );
+        println!("{:<22}{}", "  x flat out", cols(&host));
+        println!(
+            "{:<22}{}",
+            "ndflow / reference",
+            cols(&|i| ours(i) / host(i))
+        );
+        println!(
+            "(reference: the same plugins called in turn on one thread, no runtime, on the same \
+             schedule; its 'x flat out' is what the host charges for work after an idle gap)"
+        );
+    }
     println!("Frames dropped");
     for (i, name) in PLUGINS.iter().enumerate() {
         println!("{:<22}{}", name, col(&|r| r.dropped[i].to_string()));
@@ -250,12 +279,14 @@ pub fn rivers2013(opts: &RiversOptions) -> Result<(), String> {
             "bytes_touched_per_frame": touched.iter().map(|(n, b)| json!({"what": n, "bytes": b})).collect::<Vec<_>>(),
             "zero_drop_max_fps": zero_drop,
             "settings": opts.set.iter().map(|(p, k, v)| format!("{p}.{k}={v}")).collect::<Vec<_>>(),
-            "rows": rows.iter().map(|r| json!({
+            "rows": rows.iter().enumerate().map(|(i, r)| json!({
                 "acquire_period": r.period,
                 "frames": r.frames,
                 "detector_fps": r.fps,
                 "cpu_percent": r.cpu_pct,
                 "cpu_ms_per_frame": r.cpu_ms_per_frame,
+                "reference_cpu_ms_per_frame": refs[i].cpu_ms_per_frame,
+                "reference_frames": refs[i].frames,
                 "source_dropped": r.source_dropped,
                 "dropped": PLUGINS.iter().zip(&r.dropped).map(|(n, d)| (n.to_string(), json!(d))).collect::<serde_json::Map<_, _>>(),
             })).collect::<Vec<_>>(),

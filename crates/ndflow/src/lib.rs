@@ -10,6 +10,7 @@ pub mod bench_ab;
 pub mod bench_ca;
 pub mod bench_codec;
 pub mod bench_hdf5;
+pub mod bench_paced_ref;
 pub mod bench_pva;
 pub mod bench_scaleout;
 pub mod ca;
