@@ -1,10 +1,11 @@
 """p4p (pvxs) ends of `ndflow bench pva`, run in the same session as the Rust measurements.
 
 usage:
-  pva_ref.py client PV FRAMES TIMEOUT_S
+  pva_ref.py client PV FRAMES TIMEOUT_S [WARM]
       Monitors PV (record[pipeline=true,queueSize=4]) until FRAMES updates arrived or the
-      stream went quiet; prints one JSON line {"frames", "bytes", "seconds", "lost"}.
-      seconds = first to last update; lost = gaps in uniqueId.
+      stream went quiet; prints one JSON line {"frames", "timed_frames", "timed_bytes",
+      "seconds", "lost"}. The clock starts when update WARM (default 1) has arrived: seconds =
+      from it to the last update, timed_* = the updates after it; lost = gaps in uniqueId.
   pva_ref.py server PV NY NX FRAMES
       Serves PV (NTNDArray, uint16 NY x NX) with p4p on loopback, prints its client
       configuration as one JSON line, waits for a line on stdin, then posts FRAMES frames as
@@ -26,7 +27,7 @@ from p4p.server import Server
 from p4p.server.thread import SharedPV
 
 
-def client(pv, frames, timeout):
+def client(pv, frames, timeout, warm=1):
     q = queue.Queue()
     got = 0
     nbytes = 0
@@ -51,17 +52,25 @@ def client(pv, frames, timeout):
             if last_id is not None and uid > last_id + 1:
                 lost += uid - last_id - 1
             last_id = uid
-            nbytes += arr.nbytes
             got += 1
-            if t_first is None:
+            if got > warm:
+                nbytes += arr.nbytes
+            if got == warm:
                 t_first = now
+            if got == 1:
                 # The stream is running: allow a quiet gap, not the whole start-up timeout.
                 deadline = time.monotonic() + timeout
             t_last = now
             deadline = max(deadline, time.monotonic() + 2.0)
         sub.close()
-    secs = (t_last - t_first) if got > 1 else 0.0
-    print(json.dumps({"frames": got, "bytes": nbytes, "seconds": secs, "lost": lost}), flush=True)
+    timed = max(got - warm, 0)
+    secs = (t_last - t_first) if timed > 0 else 0.0
+    print(
+        json.dumps(
+            {"frames": got, "timed_frames": timed, "timed_bytes": nbytes, "seconds": secs, "lost": lost}
+        ),
+        flush=True,
+    )
 
 
 def server(pv_name, ny, nx, frames):
@@ -84,7 +93,8 @@ def server(pv_name, ny, nx, frames):
 
 if __name__ == "__main__":
     if sys.argv[1] == "client":
-        client(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+        warm = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+        client(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), max(warm, 1))
     elif sys.argv[1] == "server":
         server(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
     else:

@@ -38,6 +38,9 @@ pub struct PvaBenchOptions {
     /// Repetitions that also run the p4p paths (the first ones; 0 = none). They take ~6 s
     /// each (Python start-up, p4p's own pace), ndflow -> ndflow ~1 s.
     pub p4p_reps: usize,
+    /// Frames every path receives before its clock starts (at least 1): connection set-up
+    /// and the first touch of receive buffers are paid once per connection, not per frame.
+    pub warm: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -82,7 +85,8 @@ fn loopback_env(cmd: &mut Command) {
 }
 
 /// Raw loopback TCP: `frames` writes of `bytes` each, read into one reused buffer.
-fn raw_tcp(bytes: usize, frames: usize, label: &str) -> Result<Row, String> {
+/// Timing starts when frame `warm` has arrived and covers the frames after it, on every path.
+fn raw_tcp(bytes: usize, frames: usize, warm: usize, label: &str) -> Result<Row, String> {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let sender = std::thread::spawn(move || -> std::io::Result<()> {
@@ -96,9 +100,11 @@ fn raw_tcp(bytes: usize, frames: usize, label: &str) -> Result<Row, String> {
     let (mut conn, _) = listener.accept().map_err(|e| e.to_string())?;
     let mut buf = vec![0u8; bytes];
     let mut t0 = None;
-    for _ in 0..frames {
+    for i in 1..=frames {
         conn.read_exact(&mut buf).map_err(|e| e.to_string())?;
-        t0.get_or_insert_with(Instant::now);
+        if i == warm {
+            t0 = Some(Instant::now());
+        }
     }
     let secs = t0.map_or(0.0, |t| t.elapsed().as_secs_f64());
     sender
@@ -108,10 +114,10 @@ fn raw_tcp(bytes: usize, frames: usize, label: &str) -> Result<Row, String> {
     Ok(Row {
         path: "raw loopback TCP",
         frame: label.into(),
-        frames: frames as u64 - 1,
+        frames: (frames - warm) as u64,
         lost: 0,
         seconds: secs,
-        bytes: (bytes * (frames - 1)) as u64,
+        bytes: (bytes * (frames - warm)) as u64,
     })
 }
 
@@ -193,7 +199,13 @@ fn post_frames(
     Ok(())
 }
 
-fn ndflow_to_ndflow(w: usize, h: usize, frames: usize, label: &str) -> Result<Row, String> {
+fn ndflow_to_ndflow(
+    w: usize,
+    h: usize,
+    frames: usize,
+    warm: usize,
+    label: &str,
+) -> Result<Row, String> {
     let name = "BENCH:ndflow:Image";
     let (server, pv, _) = ndflow_server(name)?;
     let mut cfg = ClientConfig::from_env().map_err(|e| e.to_string())?;
@@ -227,9 +239,9 @@ fn ndflow_to_ndflow(w: usize, h: usize, frames: usize, label: &str) -> Result<Ro
                 lost += (uid - last - 1).max(0) as u64;
                 last = uid;
                 got += 1;
-                if t0.is_none() {
+                if got == warm as u64 {
                     t0 = Some(Instant::now());
-                } else {
+                } else if got > warm as u64 {
                     bytes += nt.value.map_or(0, |a| a.bytes().len() as u64);
                 }
             }
@@ -244,7 +256,7 @@ fn ndflow_to_ndflow(w: usize, h: usize, frames: usize, label: &str) -> Result<Ro
     Ok(Row {
         path: "ndflow -> ndflow (lossless)",
         frame: label.into(),
-        frames: got - 1,
+        frames: got.saturating_sub(warm as u64),
         lost,
         seconds: secs,
         bytes,
@@ -276,17 +288,13 @@ fn read_json_line(child: &mut Child) -> Result<Json, String> {
 }
 
 fn client_row(path: &'static str, label: &str, j: &Json) -> Row {
-    let frames = j["frames"].as_u64().unwrap_or(0);
-    let bytes = j["bytes"].as_u64().unwrap_or(0);
     Row {
         path,
         frame: label.into(),
-        frames: frames.saturating_sub(1),
+        frames: j["timed_frames"].as_u64().unwrap_or(0),
         lost: j["lost"].as_u64().unwrap_or(0),
         seconds: j["seconds"].as_f64().unwrap_or(0.0),
-        bytes: bytes
-            .checked_div(frames)
-            .map_or(0, |per| per * (frames - 1)),
+        bytes: j["timed_bytes"].as_u64().unwrap_or(0),
     }
 }
 
@@ -294,6 +302,7 @@ fn ndflow_to_p4p(
     w: usize,
     h: usize,
     frames: usize,
+    warm: usize,
     label: &str,
     python: &Path,
 ) -> Result<Row, String> {
@@ -313,6 +322,7 @@ fn ndflow_to_p4p(
             name.into(),
             frames.to_string(),
             "30".into(),
+            warm.to_string(),
         ],
         &env,
     )?;
@@ -328,6 +338,7 @@ fn p4p_to_p4p(
     w: usize,
     h: usize,
     frames: usize,
+    warm: usize,
     label: &str,
     python: &Path,
 ) -> Result<Row, String> {
@@ -363,6 +374,7 @@ fn p4p_to_p4p(
             name.into(),
             frames.to_string(),
             "30".into(),
+            warm.to_string(),
         ],
         &env,
     )?;
@@ -397,15 +409,16 @@ fn paired_run(
     rep: usize,
     bytes: usize,
     frames: usize,
+    warm: usize,
     label: &str,
     path: impl FnOnce() -> Result<Row, String>,
 ) -> Result<(), String> {
     let (r, t) = if rep % 2 == 1 {
-        let t = raw_tcp(bytes, frames, label)?;
+        let t = raw_tcp(bytes, frames, warm, label)?;
         (path()?, t)
     } else {
         let r = path()?;
-        (r, raw_tcp(bytes, frames, label)?)
+        (r, raw_tcp(bytes, frames, warm, label)?)
     };
     eprintln!(
         "  {:<30} {:>6.2} GB/s, raw TCP {:>6.2} GB/s: {:.2}x",
@@ -456,32 +469,61 @@ pub fn run(opts: &PvaBenchOptions) -> Result<String, String> {
     // One unrecorded pass first: the first raw TCP run of a process came out 30-60 % slower
     // than the later ones (8 processes of 10 on 2026-11-23), which flattered the first pair's
     // ratio.
+    let warm = opts.warm.max(1);
+    for &(w, h, frames) in &opts.sizes {
+        if frames <= warm {
+            return Err(format!(
+                "--sizes {w}x{h}x{frames}: needs more frames than --warm-frames ({warm})"
+            ));
+        }
+    }
     for &(w, h, frames) in &opts.sizes {
         let label = format!("{w}x{h} UInt16");
         eprintln!("[warm-up] {label}");
-        raw_tcp(w * h * 2, frames, &label)?;
-        ndflow_to_ndflow(w, h, frames, &label)?;
+        raw_tcp(w * h * 2, frames, warm, &label)?;
+        ndflow_to_ndflow(w, h, frames, warm, &label)?;
     }
     for rep in 1..=reps {
         for &(w, h, frames) in &opts.sizes {
             let label = format!("{w}x{h} UInt16");
             let bytes = w * h * 2;
             eprintln!("[{rep}/{reps}] {label}");
-            paired_run(&mut paths, &mut tcp, rep, bytes, frames, &label, || {
-                ndflow_to_ndflow(w, h, frames, &label)
-            })?;
+            paired_run(
+                &mut paths,
+                &mut tcp,
+                rep,
+                bytes,
+                frames,
+                warm,
+                &label,
+                || ndflow_to_ndflow(w, h, frames, warm, &label),
+            )?;
             if rep > opts.p4p_reps {
                 continue;
             }
-            let p4p = paired_run(&mut paths, &mut tcp, rep, bytes, frames, &label, || {
-                ndflow_to_p4p(w, h, frames, &label, &opts.python)
-            });
+            let p4p = paired_run(
+                &mut paths,
+                &mut tcp,
+                rep,
+                bytes,
+                frames,
+                warm,
+                &label,
+                || ndflow_to_p4p(w, h, frames, warm, &label, &opts.python),
+            );
             if let Err(e) = p4p {
                 eprintln!("  ndflow -> p4p skipped: {e}");
             }
-            let p4p = paired_run(&mut paths, &mut tcp, rep, bytes, frames, &label, || {
-                p4p_to_p4p(w, h, frames, &label, &opts.python)
-            });
+            let p4p = paired_run(
+                &mut paths,
+                &mut tcp,
+                rep,
+                bytes,
+                frames,
+                warm,
+                &label,
+                || p4p_to_p4p(w, h, frames, warm, &label, &opts.python),
+            );
             if let Err(e) = p4p {
                 eprintln!("  p4p -> p4p skipped: {e}");
             }

@@ -210,6 +210,11 @@ enum BenchCmd {
         /// Python). They are slow and far from the ceiling, so fewer pairs suffice.
         #[arg(long, default_value_t = 3)]
         p4p_reps: usize,
+        /// Frames each path receives before its clock starts: a new connection's set-up and
+        /// the first touch of its receive buffers (each fresh 32 MiB buffer costs ~45 ms of
+        /// page faults on a VM) are paid once, not per frame. 1 = time from the first frame.
+        #[arg(long, default_value_t = 3)]
+        warm_frames: usize,
     },
     /// HDF5 writing (seed 002): uncompressed, filter pipeline, Codec plugin + direct chunk
     /// write, the writer alone, next to h5py + hdf5plugin in the same run.
@@ -475,6 +480,7 @@ fn main() -> ExitCode {
                 sizes,
                 reps,
                 p4p_reps,
+                warm_frames,
             } => parse_sizes(&sizes).and_then(|sizes| {
                 let python = python.unwrap_or_else(|| {
                     PathBuf::from(concat!(
@@ -488,6 +494,7 @@ fn main() -> ExitCode {
                     json,
                     reps,
                     p4p_reps,
+                    warm: warm_frames,
                 })
                 .map(|table| print!("{table}"))
             }),
