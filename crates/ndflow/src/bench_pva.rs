@@ -403,16 +403,16 @@ struct PathRuns {
 
 /// Runs `path` and raw TCP back to back (raw first on odd repetitions, last on even ones, so a
 /// drift in load during a pair does not always favour the same side) and records the pair.
+/// `stream` = (bytes per frame, frames, warm-up frames) of the raw TCP run.
 fn paired_run(
     all: &mut Vec<PathRuns>,
     tcp: &mut Vec<Row>,
     rep: usize,
-    bytes: usize,
-    frames: usize,
-    warm: usize,
+    stream: (usize, usize, usize),
     label: &str,
     path: impl FnOnce() -> Result<Row, String>,
 ) -> Result<(), String> {
+    let (bytes, frames, warm) = stream;
     let (r, t) = if rep % 2 == 1 {
         let t = raw_tcp(bytes, frames, warm, label)?;
         (path()?, t)
@@ -492,9 +492,7 @@ pub fn run(opts: &PvaBenchOptions) -> Result<String, String> {
                 &mut paths,
                 &mut tcp,
                 rep,
-                bytes,
-                frames,
-                warm,
+                (bytes, frames, warm),
                 &label,
                 || ndflow_to_ndflow(w, h, frames, warm, &label),
             )?;
@@ -505,9 +503,7 @@ pub fn run(opts: &PvaBenchOptions) -> Result<String, String> {
                 &mut paths,
                 &mut tcp,
                 rep,
-                bytes,
-                frames,
-                warm,
+                (bytes, frames, warm),
                 &label,
                 || ndflow_to_p4p(w, h, frames, warm, &label, &opts.python),
             );
@@ -518,9 +514,7 @@ pub fn run(opts: &PvaBenchOptions) -> Result<String, String> {
                 &mut paths,
                 &mut tcp,
                 rep,
-                bytes,
-                frames,
-                warm,
+                (bytes, frames, warm),
                 &label,
                 || p4p_to_p4p(w, h, frames, warm, &label, &opts.python),
             );
