@@ -38,8 +38,8 @@ pub struct PvaBenchOptions {
     /// Repetitions that also run the p4p paths (the first ones; 0 = none). They take ~6 s
     /// each (Python start-up, p4p's own pace), ndflow -> ndflow ~1 s.
     pub p4p_reps: usize,
-    /// Frames every path receives before its clock starts (at least 1): connection set-up
-    /// and the first touch of receive buffers are paid once per connection, not per frame.
+    /// Frames every path receives before its clock starts (at least 1): a connection's
+    /// start-up (first touch of its receive buffers, and more) is paid once, not per frame.
     pub warm: usize,
 }
 

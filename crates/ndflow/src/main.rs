@@ -210,9 +210,9 @@ enum BenchCmd {
         /// Python). They are slow and far from the ceiling, so fewer pairs suffice.
         #[arg(long, default_value_t = 3)]
         p4p_reps: usize,
-        /// Frames each path receives before its clock starts: a new connection's set-up and
-        /// the first touch of its receive buffers (each fresh 32 MiB buffer costs ~45 ms of
-        /// page faults on a VM) are paid once, not per frame. 1 = time from the first frame.
+        /// Frames each path receives before its clock starts: a new connection's start-up
+        /// (its first 32 MiB frames took 20-90 ms each on a VM, then ~7 ms) is paid once, not
+        /// per frame. 1 = time from the first frame.
         #[arg(long, default_value_t = 3)]
         warm_frames: usize,
     },
