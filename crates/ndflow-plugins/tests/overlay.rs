@@ -323,7 +323,7 @@ fn every_template_record_is_served() {
     use ndflow_runtime::params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/reference/ad_records.json"
+        "/../../python/tests/data/ad_records.json"
     );
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();

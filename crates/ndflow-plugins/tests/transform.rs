@@ -205,7 +205,7 @@ fn unsupported_inputs_are_errors_not_panics() {
 pub fn check_records(template: &str, tables: &[&'static [ParamDef]], prefixes: &[&str]) {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/reference/ad_records.json"
+        "/../../python/tests/data/ad_records.json"
     );
     let text = std::fs::read_to_string(path).unwrap();
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
