@@ -40,6 +40,7 @@ mod attributes;
 mod chunk;
 pub mod extra_dims;
 mod filters;
+mod heap;
 mod layout;
 mod reserve;
 mod settings;
@@ -270,6 +271,7 @@ fn xml_columns(
 impl OpenFile {
     fn create(path: &Path, frame: &NDArray, p: &ParamStore) -> io::Result<OpenFile> {
         register_filters().map_err(io::Error::other)?;
+        heap::keep_chunk_buffers();
         let s = Settings::read(p, frame).map_err(bad)?;
         let shape = frame_shape(frame);
         if shape.contains(&0) {
