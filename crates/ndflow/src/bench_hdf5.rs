@@ -197,7 +197,10 @@ fn our_run_in(
     // The last frame closes the file. The waiting thread sleeps half the time the frames
     // still in the pipeline but the last should take at the rate so far, 200 µs at the end:
     // a few dozen wake-ups per file instead of one every 200 µs (5,000/s, each of which
-    // could preempt the writer on a 2-core machine), and at most 200 µs late.
+    // could preempt the writer on a 2-core machine). No nap is longer than 2 % of the time
+    // so far: right after the offers the rate is a guess from one or two frames (and the
+    // file's creation), and a 50 ms nap then, in a file that took 28 ms, was measured as
+    // half our frames/s in some files and not in others.
     let deadline = t0 + Duration::from_secs(300);
     let total = frames.len() as f64;
     loop {
@@ -207,7 +210,10 @@ fn our_run_in(
         }
         let done = (total - left as f64).max(1.0);
         let per_frame = t0.elapsed().as_secs_f64() / done;
-        let nap = (per_frame * (left - 1) as f64 / 2.0).clamp(200e-6, 0.05);
+        let elapsed = t0.elapsed().as_secs_f64();
+        let nap = (per_frame * (left - 1) as f64 / 2.0)
+            .min(elapsed / 50.0)
+            .clamp(200e-6, 0.05);
         std::thread::sleep(Duration::from_secs_f64(nap));
     }
     let seconds = t0.elapsed().as_secs_f64();
