@@ -216,8 +216,14 @@ unsafe fn tiles<E: Copy, const R: usize, const L: usize>(
                     kern(s.add(l0), g.sx, b.add(l0 * ti + i0), ti as isize);
                 }
             }
-            for l in 0..tl {
-                let yo = if g.sy > 0 { ty0 + l } else { ty0 + tl - 1 - l };
+            // Output rows in ascending address order whatever the flip (buffer row l
+            // holds output row ty0 + l, or ty0 + tl − 1 − l when sy < 0).
+            for k in 0..tl {
+                let (l, yo) = if g.sy > 0 {
+                    (k, ty0 + k)
+                } else {
+                    (tl - 1 - k, ty0 + k)
+                };
                 // SAFETY: buffer row l was fully written above (ti, tl are multiples of R
                 // and L); output row yo, columns tx0..tx0+ti, is inside the checked plane.
                 std::ptr::copy_nonoverlapping(
