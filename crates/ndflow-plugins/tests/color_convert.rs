@@ -1,11 +1,10 @@
 //! NDPluginColorConvert against plain per-pixel loops, for every data type and colour mode.
 
+mod common;
+
 use std::sync::Arc;
 
-use ndflow_core::{
-    with_pixel_type, AttrValue, ColorMode, DataType, NDArray, NDAttribute, ParamDef, ParamStore,
-    Pixel,
-};
+use ndflow_core::{with_pixel_type, AttrValue, ColorMode, DataType, NDArray, NDAttribute, Pixel};
 use ndflow_plugins::color_convert::{
     false_colour, ColorConvertPlugin, FalseColor, COLOR_CONVERT_PARAMS,
 };
@@ -335,30 +334,8 @@ fn unsupported_conversions_are_refused() {
 #[test]
 fn every_template_record_is_served() {
     use ndflow_runtime::params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../python/tests/data/ad_records.json"
-    );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let tables: [&'static [ParamDef]; 3] =
-        [ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS, COLOR_CONVERT_PARAMS];
-    let store = ParamStore::new(&tables);
-    for r in json["NDColorConvert"].as_array().unwrap() {
-        let name = r["name"].as_str().unwrap();
-        let def = store
-            .defs()
-            .iter()
-            .find(|d| d.pv_names().iter().any(|n| n == name))
-            .unwrap_or_else(|| panic!("{name} not served"));
-        if let Some(choices) = r["choices"].as_array() {
-            let ndflow_core::ParamKind::Enum(ours) = def.kind else {
-                panic!("{name}")
-            };
-            let theirs: Vec<&str> = choices.iter().map(|c| c.as_str().unwrap()).collect();
-            assert_eq!(&ours[..theirs.len()], &theirs[..], "{name}");
-        }
-    }
+    let tables = [ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS, COLOR_CONVERT_PARAMS];
+    common::check_records("NDColorConvert", &tables, &[""], true);
 }
 
 /// Rows wider than the 16-pixel blocks of the interleaved kernels (plus a ragged tail), full

@@ -1,9 +1,11 @@
 //! NDPluginFFT against a plain DFT (ADCore's sign, e^{+2πi·jk/n}), averaging, axes.
 
+mod common;
+
 use std::f64::consts::PI;
 use std::sync::Arc;
 
-use ndflow_core::{with_pixel_type, DataType, NDArray, ParamDef, ParamStore, ParamValue, Pixel};
+use ndflow_core::{with_pixel_type, DataType, NDArray, ParamValue, Pixel};
 use ndflow_plugins::fft::{FftPlugin, FFT_PARAMS};
 use ndflow_runtime::{PluginError, PluginHarness};
 
@@ -170,28 +172,6 @@ fn unsupported_inputs() {
 #[test]
 fn every_template_record_is_served() {
     use ndflow_runtime::params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../python/tests/data/ad_records.json"
-    );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let tables: [&'static [ParamDef]; 3] = [ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS, FFT_PARAMS];
-    let store = ParamStore::new(&tables);
-    assert!(ParamStore::duplicate_names(&tables).is_empty());
-    for r in json["NDFFT"].as_array().unwrap() {
-        let name = r["name"].as_str().unwrap();
-        let def = store
-            .defs()
-            .iter()
-            .find(|d| d.pv_names().iter().any(|n| n == name))
-            .unwrap_or_else(|| panic!("{name} not served"));
-        if let Some(choices) = r["choices"].as_array() {
-            let ndflow_core::ParamKind::Enum(ours) = def.kind else {
-                panic!("{name}")
-            };
-            let theirs: Vec<&str> = choices.iter().map(|c| c.as_str().unwrap()).collect();
-            assert_eq!(&ours[..theirs.len()], &theirs[..], "{name}");
-        }
-    }
+    let tables = [ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS, FFT_PARAMS];
+    common::check_records("NDFFT", &tables, &[""], true);
 }

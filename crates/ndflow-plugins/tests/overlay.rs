@@ -2,6 +2,8 @@
 //! Mono and RGB1/2/3, every data type, text boxes of the four fonts, the position/centre
 //! link, the records of NDOverlay + NDOverlayN, refusals and a pipeline's accounting.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -321,45 +323,15 @@ fn unsupported_inputs_are_errors_not_panics() {
 #[test]
 fn every_template_record_is_served() {
     use ndflow_runtime::params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../python/tests/data/ad_records.json"
-    );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let tables: [&'static [ParamDef]; 3] = [ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS, OVERLAY_PARAMS];
-    assert!(ParamStore::duplicate_names(&tables).is_empty());
-    let store = ParamStore::new(&tables);
-    let prefixes: Vec<String> = (1..=8).map(|n| format!("{n}:")).collect();
-    let sets = [
-        ("NDArrayBase", vec![String::new()]),
-        ("NDPluginBase", vec![String::new()]),
-        ("NDOverlay", vec![String::new()]),
-        ("NDOverlayN", prefixes),
-    ];
-    for (template, prefixes) in sets {
-        for r in json[template].as_array().unwrap() {
-            let name = r["name"].as_str().unwrap();
-            for p in &prefixes {
-                let full = format!("{p}{name}");
-                let def = store
-                    .defs()
-                    .iter()
-                    .find(|d| d.pv_names().contains(&full))
-                    .unwrap_or_else(|| panic!("{template}: {full} not served"));
-                // The base tables hold one menu for a record pair whose _RBV strings differ
-                // in the templates (Acquire_RBV: Acquiring); menus are checked for ours.
-                let ours = template.starts_with("NDOverlay");
-                if let Some(choices) = r["choices"].as_array().filter(|_| ours) {
-                    let ndflow_core::ParamKind::Enum(ours) = def.kind else {
-                        panic!("{full} is not an enum");
-                    };
-                    let theirs: Vec<&str> = choices.iter().map(|c| c.as_str().unwrap()).collect();
-                    assert_eq!(&ours[..theirs.len()], &theirs[..], "{full}");
-                }
-            }
-        }
-    }
+    let tables = [ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS, OVERLAY_PARAMS];
+    let overlays: Vec<String> = (1..=8).map(|n| format!("{n}:")).collect();
+    let overlays: Vec<&str> = overlays.iter().map(String::as_str).collect();
+    // The base tables hold one menu for a record pair whose _RBV strings differ in the
+    // templates (Acquire_RBV: Acquiring); menus are checked for the overlay's own records.
+    common::check_records("NDArrayBase", &tables, &[""], false);
+    common::check_records("NDPluginBase", &tables, &[""], false);
+    common::check_records("NDOverlay", &tables, &[""], true);
+    common::check_records("NDOverlayN", &tables, &overlays, true);
 }
 
 /// UInt16 Mono frames; every third one Bayer (refused).

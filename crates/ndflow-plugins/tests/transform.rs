@@ -1,6 +1,8 @@
 //! NDPluginTransform against ADCore's index mapping (NDPluginTransform.cpp, Mono loops),
 //! for every type, every colour layout and every data type, on a non-square noise image.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -201,45 +203,11 @@ fn unsupported_inputs_are_errors_not_panics() {
     }
 }
 
-/// Every record of the template (ad_records.json) is served, menus in the same order.
-pub fn check_records(template: &str, tables: &[&'static [ParamDef]], prefixes: &[&str]) {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../python/tests/data/ad_records.json"
-    );
-    let text = std::fs::read_to_string(path).unwrap();
-    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let store = ParamStore::new(tables);
-    let served: Vec<(String, &ParamDef)> = store
-        .defs()
-        .iter()
-        .flat_map(|d| d.pv_names().into_iter().map(move |n| (n, *d)))
-        .collect();
-    let records = json[template].as_array().unwrap();
-    assert!(!records.is_empty());
-    for r in records {
-        let name = r["name"].as_str().unwrap();
-        for p in prefixes {
-            let full = format!("{p}{name}");
-            let Some((_, def)) = served.iter().find(|(n, _)| *n == full) else {
-                panic!("{template}: record {full} not served");
-            };
-            if let Some(choices) = r["choices"].as_array() {
-                let ndflow_core::ParamKind::Enum(ours) = def.kind else {
-                    panic!("{full} is not an enum");
-                };
-                let theirs: Vec<&str> = choices.iter().map(|c| c.as_str().unwrap()).collect();
-                assert_eq!(&ours[..theirs.len()], &theirs[..], "{full} menu");
-            }
-        }
-    }
-}
-
 #[test]
 fn every_template_record_is_served() {
     use ndflow_runtime::params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
     let tables = [ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS, TRANSFORM_PARAMS];
-    check_records("NDTransform", &tables, &[""]);
+    common::check_records("NDTransform", &tables, &[""], true);
 }
 
 /// Frames of `w`×`h` UInt16, Mono; every third one Bayer (unsupported by Transform).
