@@ -221,26 +221,20 @@ mod tests {
         assert!(zlib_compress(&d, 6, &mut c[..100]).is_err());
     }
 
-    /// Detector-like frames: Poisson-ish counts (xorshift, mean ~0.5) and the simulator's
-    /// ramp, 256 x 256, UInt16 and UInt32.
+    /// Detector-like frames: low counts (0-3, mostly 0 and 1) and the simulator's ramp,
+    /// 256 x 256, UInt16 and UInt32.
     fn detector_frames() -> Vec<(String, Vec<u8>)> {
+        use rand::{Rng, SeedableRng};
         let (w, h) = (256usize, 256usize);
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut counts = Vec::with_capacity(w * h);
-        for _ in 0..w * h {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32;
-            // P(0) ~ 0.6, P(1) ~ 0.3, P(2) ~ 0.08, P(3) ~ 0.02
-            let v = match r % 100 {
-                0..=59 => 0u32,
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let counts: Vec<u32> = (0..w * h)
+            .map(|_| match rng.random_range(0..100) {
+                0..=59 => 0,
                 60..=89 => 1,
                 90..=97 => 2,
                 _ => 3,
-            };
-            counts.push(v);
-        }
+            })
+            .collect();
         let ramp: Vec<u32> = (0..w * h).map(|i| ((i % w) + (i / w) + 1) as u32).collect();
         let mut out = Vec::new();
         for (name, v) in [("counts", &counts), ("ramp", &ramp)] {

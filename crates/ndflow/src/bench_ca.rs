@@ -13,8 +13,9 @@
 //!   to raw loopback TCP with the same message size, into Rust and into Python. The notes give
 //!   the pyepics client's CPU (near 100% of a core = the client is the limit).
 //! - (c) the IOC's pipeline rate (the sim driver's frames/s, free running) with no CA client
-//!   (the better of a window before and one after the clients), with the (b) ArrayData client, and with 10 client processes each monitoring every PV of
-//!   the IOC (scalars only, then every PV including ArrayData).
+//!   (the better of a window before and one after the clients), with the (b) ArrayData
+//!   client, and with 10 client processes each monitoring every PV of the IOC (scalars only,
+//!   then every PV including ArrayData).
 //! - (d) the same pipeline paced at 100 frames/s (AcquirePeriod 0.01), alone and with the 10
 //!   clients monitoring every PV including ArrayData: with CPU to spare, CA clients should
 //!   cost it no frames.
@@ -767,6 +768,9 @@ impl Ioc {
     }
 }
 
+/// The (c) rows' reference: the free-running pipeline with no CA client.
+const NO_CLIENT_REF: &str = "IOC pipeline, no CA client";
+
 fn pipeline_row(path: String, rate: (f64, f64), note: String) -> Row {
     Row {
         group: "c",
@@ -774,7 +778,7 @@ fn pipeline_row(path: String, rate: (f64, f64), note: String) -> Row {
         rate: rate.0,
         unit: "frames/s",
         gbps: Some(rate.0 * FRAME_BYTES as f64 / 1e9),
-        reference: "IOC pipeline, no CA client",
+        reference: NO_CLIENT_REF,
         note: format!("image1 {:.0} frames/s; {note}", rate.1),
     }
 }
@@ -792,7 +796,7 @@ fn ioc_rows(ctx: &Ctx) -> Result<Vec<Row>, String> {
         // than the pipeline alone (2.16x in one run).
         let before = ioc.rate(ctx.opts.seconds)?;
         rows.push(pipeline_row(
-            "IOC pipeline, no CA client".into(),
+            NO_CLIENT_REF.into(),
             before,
             "free-running sim".into(),
         ));
@@ -831,7 +835,7 @@ fn ioc_rows(ctx: &Ctx) -> Result<Vec<Row>, String> {
         std::thread::sleep(Duration::from_secs_f64(ctx.opts.warmup));
         let after = ioc.rate(ctx.opts.seconds)?;
         rows[0] = pipeline_row(
-            "IOC pipeline, no CA client".into(),
+            NO_CLIENT_REF.into(),
             if after.0 > before.0 { after } else { before },
             format!(
                 "free-running sim; the better of two windows, before the clients {:.0} and after them {:.0} frames/s",

@@ -209,8 +209,8 @@ fn our_run_in(
             break;
         }
         let done = (total - left as f64).max(1.0);
-        let per_frame = t0.elapsed().as_secs_f64() / done;
         let elapsed = t0.elapsed().as_secs_f64();
+        let per_frame = elapsed / done;
         let nap = (per_frame * (left - 1) as f64 / 2.0)
             .min(elapsed / 50.0)
             .clamp(200e-6, 0.05);
