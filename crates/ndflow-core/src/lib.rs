@@ -1,7 +1,7 @@
 //! # ndflow-core: frames, pixel types, pool, parameters
 //!
 //! The data model every other ndflow crate shares, with areaDetector's semantics
-//! (reference `areadetector.md` §1):
+//! :
 //!
 //! - [`NDArray`]: an N-dimensional frame. Metadata (dims with offset/binning/reverse,
 //!   data type, uniqueId, both timestamps, attributes, codec) lives in the struct; pixels
@@ -21,6 +21,7 @@ mod aligned;
 mod attribute;
 mod datatype;
 mod error;
+pub mod handle;
 mod ndarray;
 pub mod param;
 mod pool;
@@ -29,6 +30,7 @@ pub use aligned::{AlignedBuf, HUGE_PAGE};
 pub use attribute::{AttrValue, NDAttribute, SourceType};
 pub use datatype::{convert_slice, DataType, Pixel};
 pub use error::CoreError;
+pub use handle::{Param, ParamLayout};
 pub use ndarray::{
     ArrayInfo, BayerPattern, Codec, ColorMode, Dim, EpicsTimeStamp, NDArray, MAX_DIMS,
     POSIX_TO_EPICS_EPOCH,

@@ -11,13 +11,13 @@
 //! `Name` with readback `Name_RBV`; a read-only one is only `Name_RBV` ([`Access::ReadOnly`])
 //! or only `Name` ([`Access::ReadOnlyPlain`], e.g. `QueueFree`, `PoolUsedMem`).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use thiserror::Error;
 
+use crate::handle::ParamLayout;
 use crate::{Buffer, DataType};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -510,8 +510,7 @@ type Listener = Arc<dyn Fn(usize, &ParamValue) + Send + Sync>;
 
 /// The values of one port's parameters.
 pub struct ParamStore {
-    defs: Vec<&'static ParamDef>,
-    index: HashMap<&'static str, usize>,
+    layout: ParamLayout,
     values: RwLock<Vec<ParamValue>>,
     version: AtomicU64,
     listeners: Mutex<Vec<Listener>>,
@@ -520,7 +519,7 @@ pub struct ParamStore {
 impl std::fmt::Debug for ParamStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ParamStore")
-            .field("params", &self.defs.len())
+            .field("params", &self.layout.defs().len())
             .finish()
     }
 }
@@ -530,28 +529,23 @@ impl ParamStore {
     /// (the first declaration wins; `duplicate_names` reports repeats for tests) unless its
     /// declaration says it [`ParamDef::overrides`] the earlier one.
     pub fn new(tables: &[&'static [ParamDef]]) -> ParamStore {
-        let mut defs: Vec<&'static ParamDef> = Vec::new();
-        let mut index = HashMap::new();
-        for table in tables {
-            for def in table.iter() {
-                match index.get(def.name) {
-                    None => {
-                        index.insert(def.name, defs.len());
-                        defs.push(def);
-                    }
-                    Some(&at) if def.overrides => defs[at] = def,
-                    Some(_) => {}
-                }
-            }
-        }
-        let values = defs.iter().map(|d| d.default_value()).collect();
+        ParamStore::from_layout(ParamLayout::new(tables))
+    }
+
+    /// A store over `layout`, every value at its default.
+    pub fn from_layout(layout: ParamLayout) -> ParamStore {
+        let values = layout.defs().iter().map(|d| d.default_value()).collect();
         ParamStore {
-            defs,
-            index,
+            layout,
             values: RwLock::new(values),
             version: AtomicU64::new(0),
             listeners: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The positions of this store's parameters (what typed handles are bound to).
+    pub fn layout(&self) -> &ParamLayout {
+        &self.layout
     }
 
     /// Names declared more than once across `tables` (should be empty).
@@ -566,11 +560,11 @@ impl ParamStore {
     }
 
     pub fn defs(&self) -> &[&'static ParamDef] {
-        &self.defs
+        self.layout.defs()
     }
 
     pub fn index(&self, name: &str) -> Option<usize> {
-        self.index.get(name).copied()
+        self.layout.index(name)
     }
 
     /// Index of a declared parameter, or `ParamError::Unknown`.
@@ -581,7 +575,7 @@ impl ParamStore {
     }
 
     pub fn def(&self, idx: usize) -> Option<&'static ParamDef> {
-        self.defs.get(idx).copied()
+        self.layout.defs().get(idx).copied()
     }
 
     /// Incremented on every change; plugins re-read their settings when it moves.
@@ -631,7 +625,7 @@ impl ParamStore {
     /// Returns the value stored.
     pub fn put(&self, name: &str, value: ParamValue) -> Result<ParamValue, ParamError> {
         let idx = self.require(name)?;
-        let def = self.defs[idx];
+        let def = self.layout.defs()[idx];
         if !def.writable() {
             return Err(ParamError::ReadOnly {
                 name: name.to_string(),
@@ -645,12 +639,23 @@ impl ParamStore {
     /// An internal write (driver/plugin results, readbacks): type-checked, access ignored.
     /// Listeners are told only when the value changes.
     pub fn set(&self, idx: usize, value: impl Into<ParamValue>) -> Result<(), ParamError> {
-        let def = self.defs.get(idx).ok_or_else(|| ParamError::Unknown {
-            name: format!("#{idx}"),
-        })?;
+        let def = self
+            .layout
+            .defs()
+            .get(idx)
+            .ok_or_else(|| ParamError::Unknown {
+                name: format!("#{idx}"),
+            })?;
         let v = coerce_internal(def, value.into())?;
         self.store(idx, v, false);
         Ok(())
+    }
+
+    /// An internal write of a value already of the declaration's type (typed handles).
+    pub(crate) fn write_typed(&self, idx: usize, v: ParamValue) {
+        if idx < self.layout.defs().len() {
+            self.store(idx, v, false);
+        }
     }
 
     /// Internal write by name.
@@ -665,7 +670,7 @@ impl ParamStore {
         {
             let mut values = self.values.write();
             for (idx, v) in writes {
-                let Some(def) = self.defs.get(*idx) else {
+                let Some(def) = self.layout.defs().get(*idx) else {
                     continue;
                 };
                 let Ok(v) = coerce_internal(def, v.clone()) else {
@@ -719,7 +724,7 @@ impl ParamStore {
     pub fn to_json(&self) -> serde_json::Map<String, serde_json::Value> {
         let values = self.values.read();
         let mut map = serde_json::Map::new();
-        for (def, v) in self.defs.iter().zip(values.iter()) {
+        for (def, v) in self.layout.defs().iter().zip(values.iter()) {
             let j = def.to_json(v);
             for pv in def.pv_names() {
                 map.insert(pv, j.clone());

@@ -22,6 +22,8 @@ use std::sync::Arc;
 use ndflow_core::{AttrValue, NDArray, NDAttribute, ParamKind, ParamStore, ParamValue, SourceType};
 use parking_lot::{Mutex, RwLock};
 
+use crate::params::ArrayBaseParams;
+
 /// The latest value of a watched PV, written by the reader's monitor.
 pub type PvCell = Arc<Mutex<AttrValue>>;
 
@@ -227,15 +229,20 @@ pub struct PortAttributes {
 impl PortAttributes {
     /// Re-reads the file when one of its two parameters was written. Sets NDAttributesStatus
     /// (and logs the reason, naming the file and the bad entry).
-    pub fn on_put(&self, name: &str, params: &ParamStore, pvs: Option<&dyn PvReader>) {
-        if name != "NDAttributesFile" && name != "NDAttributesMacros" {
+    pub fn on_put(
+        &self,
+        idx: usize,
+        a: &ArrayBaseParams,
+        params: &ParamStore,
+        pvs: Option<&dyn PvReader>,
+    ) {
+        if !a.nd_attributes_file.is(idx) && !a.nd_attributes_macros.is(idx) {
             return;
         }
-        let get = |k: &str| match params.get_by_name(k) {
-            Ok(ParamValue::Str(s)) => s,
-            _ => String::new(),
-        };
-        let (file, macros) = (get("NDAttributesFile"), get("NDAttributesMacros"));
+        let (file, macros) = (
+            a.nd_attributes_file.get(params),
+            a.nd_attributes_macros.get(params),
+        );
         let loaded = if file.trim().is_empty() {
             Ok(None)
         } else {
@@ -254,7 +261,7 @@ impl PortAttributes {
                 e.status_index()
             }
         };
-        let _ = params.set_by_name("NDAttributesStatus", status);
+        a.nd_attributes_status.set(params, status);
     }
 
     /// The current list, if any (cheap: one read lock and an Arc clone).

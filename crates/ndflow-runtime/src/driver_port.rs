@@ -12,8 +12,8 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::attr_file::PortAttributes;
 use crate::driver::{Driver, DriverError};
-use crate::meta::{FrameMeta, MetaIdx};
-use crate::params::DetectorState;
+use crate::meta::FrameMeta;
+use crate::params::{ArrayBaseParams, DetectorState, DriverBase};
 use crate::plugin_port::Fanout;
 
 /// Frames held by plugins downstream (for WaitForPlugins and NumQueuedArrays).
@@ -41,7 +41,8 @@ pub struct DriverPort {
     /// True from Acquire = 1 until the acquisition (and WaitForPlugins) is complete.
     busy: AtomicBool,
     meta: Mutex<FrameMeta>,
-    meta_idx: MetaIdx,
+    /// The handles of NDArrayBase's and ADDriver's parameters in this port's store.
+    base: DriverBase,
     rate: Mutex<(Instant, i64)>,
     thread: Mutex<Option<JoinHandle<()>>>,
     busy_probe: BusyProbe,
@@ -58,15 +59,14 @@ impl DriverPort {
         busy_probe: BusyProbe,
         publish_all: PublishAll,
     ) -> Result<Arc<DriverPort>, DriverError> {
-        let _ = params.set_by_name("PortName", name);
+        let base = DriverBase::of(params.layout());
+        base.array.port_name.set(&params, name.to_string());
         driver.init(&params)?;
-        let max_mb = params
-            .index("PoolMaxMem")
-            .map_or(0.0, |i| params.get_f64(i));
+        let max_mb = base.array.pool_max_mem.get(&params);
         let pool = Pool::new((max_mb * 1e6) as usize);
         let port = Arc::new(DriverPort {
             name: name.to_string(),
-            meta_idx: MetaIdx::new(&params, false),
+            base,
             params,
             pool,
             fanout: Fanout::default(),
@@ -119,44 +119,49 @@ impl DriverPort {
         self.dropped.load(Ordering::Acquire)
     }
 
+    /// The handles of NDArrayBase's parameters in this port's store.
+    pub fn array_base(&self) -> &ArrayBaseParams {
+        &self.base.array
+    }
+
     pub fn subscriber_names(&self) -> Vec<String> {
         self.fanout.subscriber_names()
     }
 
     pub(crate) fn on_put(self: &Arc<Self>, idx: usize, value: &ParamValue) {
-        let name = self.params.def(idx).map_or("", |d| d.name);
+        let (a, d, p) = (&self.base.array, &self.base.driver, &*self.params);
         let v = value.as_f64().unwrap_or(0.0);
-        match name {
-            "Acquire" => {
-                let mut c = self.ctl.lock();
-                c.acquire = v != 0.0;
-                if c.acquire {
-                    self.busy.store(true, Ordering::Release);
-                }
-                self.cv.notify_all();
+        if a.acquire.is(idx) {
+            let mut c = self.ctl.lock();
+            c.acquire = v != 0.0;
+            if c.acquire {
+                self.busy.store(true, Ordering::Release);
             }
-            "ArrayCounter" => self.array_counter.store(v as i64, Ordering::Release),
+            self.cv.notify_all();
+        } else if a.array_counter.is(idx) {
+            self.array_counter.store(v as i64, Ordering::Release);
+        } else if d.shutter_control.is(idx) {
             // By hand: the shutter moves in the background (its delays must not hold the put).
-            "ShutterControl" => {
-                let (me, open) = (Arc::clone(self), v != 0.0);
-                let _ = std::thread::Builder::new()
-                    .name("ndflow-shutter".into())
-                    .spawn(move || me.set_shutter(open));
+            let (me, open) = (Arc::clone(self), v != 0.0);
+            if let Err(e) = std::thread::Builder::new()
+                .name("ndflow-shutter".into())
+                .spawn(move || me.set_shutter(open))
+            {
+                d.status_message
+                    .set(p, format!("cannot move the shutter: {e}"));
             }
-            "PoolMaxMem" => self.pool.set_max_mem((v.max(0.0) * 1e6) as usize),
-            "EmptyFreeList" if v != 0.0 => {
-                self.pool.empty_free_list();
-                let _ = self.params.set(idx, 0);
+        } else if a.pool_max_mem.is(idx) {
+            self.pool.set_max_mem((v.max(0.0) * 1e6) as usize);
+        } else if a.empty_free_list.is(idx) && v != 0.0 {
+            self.pool.empty_free_list();
+            a.empty_free_list.set(p, 0);
+        } else if a.pre_alloc_buffers.is(idx) && v != 0.0 {
+            let n = a.num_pre_alloc_buffers.get(p).max(0) as usize;
+            let bytes = a.array_size.get(p).max(0) as usize;
+            if let Err(e) = self.pool.preallocate(n, bytes) {
+                d.status_message.set(p, e.to_string());
             }
-            "PreAllocBuffers" if v != 0.0 => {
-                let n = self.get_f64("NumPreAllocBuffers").max(0.0) as usize;
-                let bytes = self.get_f64("ArraySize").max(0.0) as usize;
-                if let Err(e) = self.pool.preallocate(n, bytes) {
-                    let _ = self.params.set_by_name("StatusMessage", e.to_string());
-                }
-                let _ = self.params.set(idx, 0);
-            }
-            _ => {}
+            a.pre_alloc_buffers.set(p, 0);
         }
         self.publish(false);
     }
@@ -164,31 +169,26 @@ impl DriverPort {
     /// ADDriver's setShutter: with ShutterMode EPICS PV or Detector output, opens (closes) the
     /// simulated shutter and waits ShutterOpenDelay (ShutterCloseDelay) for it to move.
     fn set_shutter(&self, open: bool) {
-        let mode = self.get_f64("ShutterMode") as i64;
+        let (d, p) = (&self.base.driver, &*self.params);
+        let mode = d.shutter_mode.get(p);
         if mode == 0 {
             return;
         }
         if mode == 1 {
-            let _ = self.params.set_by_name("ShutterControlEPICS", open as i64);
+            d.shutter_control_epics.set(p, open as i64);
         }
-        let delay = self.get_f64(if open {
-            "ShutterOpenDelay"
+        let delay = if open {
+            d.shutter_open_delay.get(p)
         } else {
-            "ShutterCloseDelay"
-        });
+            d.shutter_close_delay.get(p)
+        };
         if delay > 0.0 {
             std::thread::sleep(Duration::from_secs_f64(delay.min(60.0)));
         }
-        let _ = self.params.set_by_name("ShutterStatus", open as i64);
+        d.shutter_status.set(p, open as i64);
         if mode == 1 {
-            let _ = self.params.set_by_name("ShutterStatusEPICS", open as i64);
+            d.shutter_status_epics.set(p, open as i64);
         }
-    }
-
-    fn get_f64(&self, name: &str) -> f64 {
-        self.params
-            .index(name)
-            .map_or(0.0, |i| self.params.get_f64(i))
     }
 
     fn set_state(&self, s: DetectorState) {
@@ -224,15 +224,15 @@ impl DriverPort {
 
     fn acquisition(&self, driver: &mut dyn Driver) {
         self.busy.store(true, Ordering::Release);
-        let p = &self.params;
-        let _ = p.set_by_name("AcquireBusy", 1);
-        let _ = p.set_by_name("StatusMessage", "Acquiring");
+        let (p, a, d) = (&self.params, &self.base.array, &self.base.driver);
+        a.acquire_busy.set(p, 1);
+        d.status_message.set(p, "Acquiring".into());
         self.images_counter.store(0, Ordering::Release);
         let mut outcome = DetectorState::Idle;
-        let mode = self.get_f64("ImageMode") as i64;
+        let mode = d.image_mode.get(p);
         self.set_shutter(true);
         if let Err(e) = driver.start(p) {
-            let _ = p.set_by_name("StatusMessage", e.to_string());
+            d.status_message.set(p, e.to_string());
             outcome = DetectorState::Error;
         }
         // Frames run on an absolute schedule: frame n is due at start + n·period, so the time
@@ -249,7 +249,7 @@ impl DriverPort {
             if matches!(result, Err(DriverError::NoFrame)) {
                 continue;
             }
-            let exposure = self.get_f64("AcquireTime").max(0.0);
+            let exposure = d.acquire_time.get(p).max(0.0);
             let left = exposure - t0.elapsed().as_secs_f64();
             if left > 0.0 && !self.wait_running(Duration::from_secs_f64(left)) {
                 outcome = DetectorState::Aborted;
@@ -262,18 +262,18 @@ impl DriverPort {
                     self.dropped.fetch_add(1, Ordering::AcqRel);
                 }
                 Err(e) => {
-                    let _ = p.set_by_name("StatusMessage", format!("Error: {e}"));
+                    d.status_message.set(p, format!("Error: {e}"));
                     tracing::error!("{}: acquisition stopped: {e}", self.name);
                     outcome = DetectorState::Error;
                     break;
                 }
             }
             let done = self.images_counter.load(Ordering::Acquire);
-            let num = self.get_f64("NumImages").max(1.0) as i64;
+            let num = d.num_images.get(p).max(1);
             if (mode == 0 && done >= 1) || (mode == 1 && done >= num) {
                 break;
             }
-            let period = self.get_f64("AcquirePeriod").max(0.0);
+            let period = d.acquire_period.get(p).max(0.0);
             let (start, n) = match schedule {
                 Some((start, p, n)) if p == period => (start, n + 1),
                 _ => (t0, 1), // first frame, or the period was changed: restart from this frame
@@ -300,7 +300,7 @@ impl DriverPort {
         }
         self.set_state(outcome);
         self.publish(false);
-        if self.get_f64("WaitForPlugins") != 0.0 {
+        if a.wait_for_plugins.get(p) {
             while (self.busy_probe)() > 0 && !self.ctl.lock().shutdown {
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -310,20 +310,14 @@ impl DriverPort {
         // update them before the driver's callParamCallbacks).
         (self.publish_all)();
         self.ctl.lock().acquire = false;
-        let _ = p.set_by_name("Acquire", 0);
-        let _ = p.set_by_name("AcquireBusy", 0);
+        a.acquire.set(p, 0);
+        a.acquire_busy.set(p, 0);
         let msg = match outcome {
             DetectorState::Aborted => "Aborted".to_string(),
-            DetectorState::Error => {
-                p.get_by_name("StatusMessage")
-                    .map_or(String::new(), |v| match v {
-                        ParamValue::Str(s) => s,
-                        other => other.to_string(),
-                    })
-            }
+            DetectorState::Error => d.status_message.get(p),
             _ => "Acquisition complete".to_string(),
         };
-        let _ = p.set_by_name("StatusMessage", msg);
+        d.status_message.set(p, msg);
         {
             // Under the lock, so that `wait_done` cannot miss the end.
             let _c = self.ctl.lock();
@@ -342,48 +336,46 @@ impl DriverPort {
         self.images_counter.fetch_add(1, Ordering::AcqRel);
         self.attrs.apply(&mut frame, &self.params);
         self.meta.lock().update(&frame);
-        if self.get_f64("ArrayCallbacks") != 0.0 {
+        if self.base.array.array_callbacks.get(&self.params) {
             self.fanout.offer_all(&Arc::new(frame));
         }
     }
 
     /// Writes counters, state and pool statistics to the parameters.
     pub(crate) fn publish(&self, rate_tick: bool) {
-        let p = &self.params;
-        let mut w: Vec<(usize, ParamValue)> = Vec::with_capacity(24);
-        let mut put = |n: &str, v: ParamValue| {
-            if let Some(i) = p.index(n) {
-                w.push((i, v));
-            }
-        };
+        let (p, a, d) = (&self.params, &self.base.array, &self.base.driver);
+        let mut w: Vec<(usize, ParamValue)> = Vec::with_capacity(40);
         let counter = self.array_counter();
-        put("ArrayCounter", counter.into());
-        put(
-            "NumImagesCounter",
-            self.images_counter.load(Ordering::Acquire).into(),
+        w.push(a.array_counter.value(counter));
+        w.push(
+            d.num_images_counter
+                .value(self.images_counter.load(Ordering::Acquire)),
         );
-        put(
-            "DetectorState",
-            (self.state.load(Ordering::Acquire) as i64).into(),
+        w.push(
+            d.detector_state
+                .value(self.state.load(Ordering::Acquire) as i64),
         );
-        put("DroppedArrays", (self.dropped() as i64).into());
-        put("TimeRemaining", self.time_remaining().into());
-        put("NumQueuedArrays", ((self.busy_probe)() as i64).into());
+        w.push(d.dropped_arrays.value(self.dropped() as i64));
+        w.push(d.time_remaining.value(self.time_remaining()));
+        w.push(a.num_queued_arrays.value((self.busy_probe)() as i64));
         let s = self.pool.stats();
-        put("PoolMaxMem", (s.max_mem as f64 / 1e6).into());
-        put("PoolUsedMem", (s.used_mem as f64 / 1e6).into());
-        put("PoolAllocBuffers", s.alloc_buffers.into());
-        put("PoolFreeBuffers", s.free_buffers.into());
-        put("PoolUsedBuffers", (s.alloc_buffers - s.free_buffers).into());
+        w.push(a.pool_max_mem.value(s.max_mem as f64 / 1e6));
+        w.push(a.pool_used_mem.value(s.used_mem as f64 / 1e6));
+        w.push(a.pool_alloc_buffers.value(s.alloc_buffers as i64));
+        w.push(a.pool_free_buffers.value(s.free_buffers as i64));
+        w.push(
+            a.pool_used_buffers
+                .value(s.alloc_buffers as i64 - s.free_buffers as i64),
+        );
         if rate_tick {
             let mut r = self.rate.lock();
             let dt = r.0.elapsed().as_secs_f64();
             if dt > 0.0 {
-                put("ArrayRate", (((counter - r.1).max(0)) as f64 / dt).into());
+                w.push(a.array_rate.value(((counter - r.1).max(0)) as f64 / dt));
             }
             *r = (Instant::now(), counter);
         }
-        self.meta.lock().write_to(&self.meta_idx, &mut w);
+        self.meta.lock().write_to(a, false, &mut w);
         p.set_many(&w);
     }
 
@@ -393,13 +385,12 @@ impl DriverPort {
         if !self.busy.load(Ordering::Acquire) {
             return 0.0;
         }
-        let per_frame = self
-            .get_f64("AcquirePeriod")
-            .max(self.get_f64("AcquireTime"));
+        let (p, d) = (&*self.params, &self.base.driver);
+        let per_frame = d.acquire_period.get(p).max(d.acquire_time.get(p));
         let done = self.images_counter.load(Ordering::Acquire) as f64;
-        let total = match self.get_f64("ImageMode") as i64 {
+        let total = match d.image_mode.get(p) {
             0 => 1.0,
-            1 => self.get_f64("NumImages").max(1.0),
+            1 => d.num_images.get(p).max(1) as f64,
             _ => return 0.0,
         };
         ((total - done).max(0.0) * per_frame).max(0.0)

@@ -13,7 +13,7 @@ use thiserror::Error;
 use crate::attr_file::{PortAttributes, PvReader};
 use crate::driver::{Driver, DriverError};
 use crate::driver_port::DriverPort;
-use crate::params::{ARRAY_BASE_PARAMS, DRIVER_PARAMS, PLUGIN_BASE_PARAMS};
+use crate::params::{driver_layout, plugin_layout, ArrayBaseParams};
 use crate::plugin::Plugin;
 use crate::plugin_port::{distinct, Fanout, PluginPort};
 use crate::scheduler::Scheduler;
@@ -62,6 +62,13 @@ impl PortHandle {
         match self {
             PortHandle::Driver(d) => &d.attrs,
             PortHandle::Plugin(p) => &p.attrs,
+        }
+    }
+    /// The handles of NDArrayBase's parameters in this port's store.
+    fn array_base(&self) -> &ArrayBaseParams {
+        match self {
+            PortHandle::Driver(d) => d.array_base(),
+            PortHandle::Plugin(p) => p.array_base(),
         }
     }
     fn fanout(&self) -> &Fanout {
@@ -154,11 +161,7 @@ impl Graph {
         driver: Box<dyn Driver>,
     ) -> Result<Arc<DriverPort>, GraphError> {
         self.check_new_name(name)?;
-        let params = Arc::new(ParamStore::new(&[
-            ARRAY_BASE_PARAMS,
-            DRIVER_PARAMS,
-            driver.params(),
-        ]));
+        let params = Arc::new(ParamStore::from_layout(driver_layout(driver.params())));
         let weak = Arc::downgrade(&self.inner);
         let probe = Arc::new(move || weak.upgrade().map_or(0, |g| g.busy()));
         let weak = Arc::downgrade(&self.inner);
@@ -187,11 +190,7 @@ impl Graph {
         plugin: Arc<dyn Plugin>,
     ) -> Result<Arc<PluginPort>, GraphError> {
         self.check_new_name(name)?;
-        let params = Arc::new(ParamStore::new(&[
-            ARRAY_BASE_PARAMS,
-            PLUGIN_BASE_PARAMS,
-            plugin.params(),
-        ]));
+        let params = Arc::new(ParamStore::from_layout(plugin_layout(plugin.params())));
         let port = PluginPort::new(
             name,
             plugin,
@@ -278,7 +277,7 @@ impl Graph {
                 let stored = params.put(param, v).map_err(perr)?;
                 // NDArrayPort and NDArrayPort_1 of a Gather are one input: show it in both.
                 for alias in p.slot_params(slot).into_iter().filter(|a| *a != param) {
-                    let _ = params.set_by_name(alias, stored.clone());
+                    params.set_by_name(alias, stored.clone()).map_err(perr)?;
                 }
                 self.rewire(p, slot, &source);
                 return Ok(stored);
@@ -290,7 +289,9 @@ impl Graph {
             PortHandle::Driver(d) => d.on_put(idx, &stored),
         }
         let reader = self.inner.pv_reader.read().clone();
-        handle.attrs().on_put(param, &params, reader.as_deref());
+        handle
+            .attrs()
+            .on_put(idx, handle.array_base(), &params, reader.as_deref());
         Ok(stored)
     }
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use ndflow_core::{NDArray, ParamError, ParamStore, ParamValue, Pool};
 
-use crate::params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
+use crate::params::plugin_layout;
 use crate::plugin::{pool_of, Plugin, PluginError, ProcessContext};
 
 /// A plugin with its parameter store (base + its own), processing frames synchronously.
@@ -16,7 +16,7 @@ pub struct PluginHarness<P: Plugin> {
 
 impl<P: Plugin> PluginHarness<P> {
     pub fn new(plugin: P) -> Self {
-        let params = ParamStore::new(&[ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS, plugin.params()]);
+        let params = ParamStore::from_layout(plugin_layout(plugin.params()));
         PluginHarness {
             plugin,
             params,

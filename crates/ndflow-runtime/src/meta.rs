@@ -1,7 +1,9 @@
 //! The array readbacks every port shows for its last array (NDimensions_RBV, ArraySizeX_RBV,
 //! UniqueId_RBV, ...), captured per frame into a small struct and published at a bounded rate.
 
-use ndflow_core::{ArrayValue, Buffer, DataType, NDArray, ParamStore, ParamValue};
+use ndflow_core::{ArrayValue, Buffer, DataType, NDArray, ParamValue};
+
+use crate::params::ArrayBaseParams;
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FrameMeta {
@@ -54,110 +56,63 @@ impl FrameMeta {
         }
     }
 
-    pub(crate) fn write_to(&mut self, idx: &MetaIdx, w: &mut Vec<(usize, ParamValue)>) {
+    /// The readbacks of the last frame, appended to `w` for one `set_many`. `plugin`: the
+    /// port is a plugin, whose DataType/ColorMode show the last array (a driver's are its
+    /// settings).
+    pub(crate) fn write_to(
+        &mut self,
+        p: &ArrayBaseParams,
+        plugin: bool,
+        w: &mut Vec<(usize, ParamValue)>,
+    ) {
         if !self.valid {
             return;
         }
-        for (i, d) in idx.array_size.iter().zip(self.dims) {
-            if let Some(i) = i {
-                w.push((*i, d.into()));
-            }
+        let sizes = [
+            p.array_size0,
+            p.array_size1,
+            p.array_size2,
+            p.array_size3,
+            p.array_size4,
+            p.array_size5,
+            p.array_size6,
+            p.array_size7,
+            p.array_size8,
+            p.array_size9,
+        ];
+        for (h, d) in sizes.iter().zip(self.dims) {
+            w.push(h.value(d));
         }
-        if let (Some(i), false) = (idx.dimensions, self.dims_written == Some(self.dims)) {
+        if self.dims_written != Some(self.dims) {
             let n = (self.ndims.max(0) as usize).min(10);
             let v: Vec<u8> = self.dims[..n]
                 .iter()
                 .flat_map(|&d| (d as i32).to_ne_bytes())
                 .collect();
-            w.push((
-                i,
-                ParamValue::Array(ArrayValue {
-                    data_type: DataType::Int32,
-                    buffer: Buffer::from_bytes(&v),
-                    len: n,
-                }),
-            ));
+            w.push(p.dimensions.value(ArrayValue {
+                data_type: DataType::Int32,
+                buffer: Buffer::from_bytes(&v),
+                len: n,
+            }));
             self.dims_written = Some(self.dims);
         }
-        let mut put = |i: Option<usize>, v: ParamValue| {
-            if let Some(i) = i {
-                w.push((i, v));
-            }
-        };
-        put(idx.ndims, self.ndims.into());
-        put(idx.size[0], self.size[0].into());
-        put(idx.size[1], self.size[1].into());
-        put(idx.size[2], self.size[2].into());
-        put(idx.bytes, self.bytes.min(i32::MAX as i64).into());
-        put(idx.unique_id, self.unique_id.into());
-        put(idx.time_stamp, self.time_stamp.into());
-        put(idx.ts_sec, self.ts_sec.into());
-        put(idx.ts_nsec, self.ts_nsec.into());
-        put(idx.codec, self.codec.clone().into());
-        put(
-            idx.compressed_size,
-            self.compressed_size.min(i32::MAX as i64).into(),
+        w.push(p.n_dimensions.value(self.ndims));
+        w.push(p.array_size_x.value(self.size[0]));
+        w.push(p.array_size_y.value(self.size[1]));
+        w.push(p.array_size_z.value(self.size[2]));
+        w.push(p.array_size.value(self.bytes.min(i32::MAX as i64)));
+        w.push(p.unique_id.value(self.unique_id));
+        w.push(p.time_stamp.value(self.time_stamp));
+        w.push(p.epics_ts_sec.value(self.ts_sec));
+        w.push(p.epics_ts_nsec.value(self.ts_nsec));
+        w.push(p.codec.value(self.codec.clone()));
+        w.push(
+            p.compressed_size
+                .value(self.compressed_size.min(i32::MAX as i64)),
         );
-        if let Some(i) = idx.data_type {
-            put(Some(i), self.data_type.into());
-        }
-        if let Some(i) = idx.color_mode {
-            put(Some(i), self.color_mode.into());
-        }
-    }
-}
-
-pub(crate) struct MetaIdx {
-    ndims: Option<usize>,
-    size: [Option<usize>; 3],
-    bytes: Option<usize>,
-    unique_id: Option<usize>,
-    time_stamp: Option<usize>,
-    ts_sec: Option<usize>,
-    ts_nsec: Option<usize>,
-    codec: Option<usize>,
-    compressed_size: Option<usize>,
-    /// Only where DataType/ColorMode are readbacks (plugins); a driver's are settings.
-    data_type: Option<usize>,
-    color_mode: Option<usize>,
-    array_size: [Option<usize>; 10],
-    dimensions: Option<usize>,
-}
-
-impl MetaIdx {
-    /// `plugin`: DataType/ColorMode show the last array (a driver's are its settings).
-    pub(crate) fn new(p: &ParamStore, plugin: bool) -> MetaIdx {
-        let readback = |n: &str| p.index(n).filter(|_| plugin);
-        const SIZES: [&str; 10] = [
-            "ArraySize0",
-            "ArraySize1",
-            "ArraySize2",
-            "ArraySize3",
-            "ArraySize4",
-            "ArraySize5",
-            "ArraySize6",
-            "ArraySize7",
-            "ArraySize8",
-            "ArraySize9",
-        ];
-        MetaIdx {
-            array_size: SIZES.map(|n| p.index(n)),
-            dimensions: p.index("Dimensions"),
-            ndims: p.index("NDimensions"),
-            size: [
-                p.index("ArraySizeX"),
-                p.index("ArraySizeY"),
-                p.index("ArraySizeZ"),
-            ],
-            bytes: p.index("ArraySize"),
-            unique_id: p.index("UniqueId"),
-            time_stamp: p.index("TimeStamp"),
-            ts_sec: p.index("EpicsTSSec"),
-            ts_nsec: p.index("EpicsTSNsec"),
-            codec: p.index("Codec"),
-            compressed_size: p.index("CompressedSize"),
-            data_type: readback("DataType"),
-            color_mode: readback("ColorMode"),
+        if plugin {
+            w.push(p.data_type.value(self.data_type));
+            w.push(p.color_mode.value(self.color_mode));
         }
     }
 }

@@ -2,7 +2,7 @@
 //! (NDArrayBase.template, NDPluginBase.template, ADBase.template). Declared once here: the
 //! PV names, config keys, JSON summary and docs all derive from these tables.
 
-use ndflow_core::{ColorMode, DataType, ParamDef};
+use ndflow_core::{ColorMode, DataType, ParamDef, ParamError, ParamLayout};
 
 pub const DATA_TYPE_CHOICES: &[&str] = &DataType::NAMES;
 pub const COLOR_MODE_CHOICES: &[&str] = &ColorMode::NAMES;
@@ -53,335 +53,395 @@ pub enum DetectorState {
     Aborted = 10,
 }
 
-/// Common to drivers and plugins (NDArrayBase).
-pub const ARRAY_BASE_PARAMS: &[ParamDef] = &[
-    ParamDef::string("PortName", "")
-        .read_only()
-        .doc("Port name"),
-    ParamDef::string("ADCoreVersion", "3.15.0")
-        .read_only()
-        .doc("areaDetector core version this port follows"),
-    ParamDef::string("DriverVersion", env!("CARGO_PKG_VERSION"))
-        .read_only()
-        .doc("ndflow version"),
-    ParamDef::string("Manufacturer", "")
-        .read_only()
-        .doc("Detector manufacturer"),
-    ParamDef::string("Model", "")
-        .read_only()
-        .doc("Detector model"),
-    ParamDef::string("SerialNumber", "")
-        .read_only()
-        .doc("Serial number"),
-    ParamDef::string("SDKVersion", "")
-        .read_only()
-        .doc("Vendor SDK version"),
-    ParamDef::string("FirmwareVersion", "")
-        .read_only()
-        .doc("Firmware version"),
-    ParamDef::enumeration("Acquire", &["Done", "Acquire"], 0)
-        .readback_choices(&["Done", "Acquiring"])
-        .completes_when_done()
-        .doc("Start (1) / stop (0) acquisition; a put completes when it has ended (plugins: no effect)"),
-    ParamDef::enumeration("AcquireBusy", &["Done", "Acquiring"], 0)
-        .read_only_plain()
-        .busy()
-        .doc("Acquiring, or waiting for plugins (WaitForPlugins)"),
-    ParamDef::enumeration("AcquireBusyCB", &["Done", "Acquiring"], 0)
-        .read_only_plain()
-        .doc("AcquireBusy as seen by the driver callback (same as AcquireBusy in ndflow)"),
-    ParamDef::yes_no("WaitForPlugins", 0)
-        .doc("Acquisition completes only when plugins have drained (plugins: no effect)"),
-    ParamDef::int32("ArrayCounter", 0).doc("Arrays produced/processed; write to reset"),
-    ParamDef::float64("ArrayRate", 0.0)
-        .read_only()
-        .doc("Arrays per second over the last second"),
-    ParamDef::int32("NDimensions", 0)
-        .doc("Dimensions of the last array (a write has no effect in ndflow)"),
-    ParamDef::array("Dimensions", DataType::Int32)
-        .read_only_both()
-        .doc("Sizes of every dimension of the last array"),
-    ParamDef::int32("ArraySize0", 0).read_only_both().doc("Size of dimension 0 of the last array"),
-    ParamDef::int32("ArraySize1", 0).read_only_both().doc("Size of dimension 1 of the last array"),
-    ParamDef::int32("ArraySize2", 0).read_only_both().doc("Size of dimension 2 of the last array"),
-    ParamDef::int32("ArraySize3", 0).read_only_both().doc("Size of dimension 3 of the last array"),
-    ParamDef::int32("ArraySize4", 0).read_only_both().doc("Size of dimension 4 of the last array"),
-    ParamDef::int32("ArraySize5", 0).read_only_both().doc("Size of dimension 5 of the last array"),
-    ParamDef::int32("ArraySize6", 0).read_only_both().doc("Size of dimension 6 of the last array"),
-    ParamDef::int32("ArraySize7", 0).read_only_both().doc("Size of dimension 7 of the last array"),
-    ParamDef::int32("ArraySize8", 0).read_only_both().doc("Size of dimension 8 of the last array"),
-    ParamDef::int32("ArraySize9", 0).read_only_both().doc("Size of dimension 9 of the last array"),
-    ParamDef::int32("ArraySizeX", 0)
-        .read_only()
-        .doc("Size of the last array in X"),
-    ParamDef::int32("ArraySizeY", 0)
-        .read_only()
-        .doc("Size of the last array in Y"),
-    ParamDef::int32("ArraySizeZ", 0)
-        .read_only()
-        .doc("Size of the last array in Z (colour)"),
-    // longin in NDArrayBase.template: int32 (frames over 2 GiB read 2147483647).
-    ParamDef::int32("ArraySize", 0)
-        .read_only()
-        .doc("Bytes of the last array (uncompressed)"),
-    ParamDef::int32("UniqueId", 0)
-        .read_only()
-        .doc("uniqueId of the last array"),
-    ParamDef::float64("TimeStamp", 0.0)
-        .read_only()
-        .doc("timeStamp of the last array (s, EPICS epoch)"),
-    ParamDef::int32("EpicsTSSec", 0)
-        .read_only()
-        .doc("EPICS timestamp seconds of the last array"),
-    ParamDef::int32("EpicsTSNsec", 0)
-        .read_only()
-        .doc("EPICS timestamp nanoseconds of the last array"),
-    ParamDef::string("Codec", "")
-        .read_only()
-        .doc("Codec of the last array (empty = uncompressed)"),
-    ParamDef::int32("CompressedSize", 0)
-        .read_only()
-        .doc("Bytes of data in the last array"),
-    ParamDef::enumeration("BayerPattern", &["RGGB", "GBRG", "GRBG", "BGGR"], 0)
-        .read_only()
-        .doc("Bayer pattern of the last array"),
-    ParamDef::enumeration("DataType", DATA_TYPE_CHOICES, 1)
-        .doc("Output data type (drivers); data type of the last array (plugins, a write has no effect)"),
-    ParamDef::enumeration("ColorMode", COLOR_MODE_CHOICES, 0)
-        .doc("Output colour mode (drivers); colour mode of the last array (plugins, a write has no effect)"),
-    ParamDef::enable("ArrayCallbacks", 1).doc("Pass arrays downstream"),
-    ParamDef::string("NDAttributesMacros", "")
-        .long_string()
-        .doc("Macro substitutions for the attribute file (NAME=value,...)"),
-    ParamDef::string("NDAttributesFile", "")
-        .long_string()
-        .doc("Attribute definition file"),
-    ParamDef::enumeration(
-        "NDAttributesStatus",
-        &[
+ndflow_core::params! {
+    /// Common to drivers and plugins (NDArrayBase).
+    pub const ARRAY_BASE_PARAMS, pub struct ArrayBaseParams {
+        port_name: string("PortName", "")
+            .read_only()
+            .doc("Port name"),
+        ad_core_version: string("ADCoreVersion", "3.15.0")
+            .read_only()
+            .doc("areaDetector core version this port follows"),
+        driver_version: string("DriverVersion", env!("CARGO_PKG_VERSION"))
+            .read_only()
+            .doc("ndflow version"),
+        manufacturer: string("Manufacturer", "")
+            .read_only()
+            .doc("Detector manufacturer"),
+        model: string("Model", "")
+            .read_only()
+            .doc("Detector model"),
+        serial_number: string("SerialNumber", "")
+            .read_only()
+            .doc("Serial number"),
+        sdk_version: string("SDKVersion", "")
+            .read_only()
+            .doc("Vendor SDK version"),
+        firmware_version: string("FirmwareVersion", "")
+            .read_only()
+            .doc("Firmware version"),
+        acquire: enumeration("Acquire", &["Done", "Acquire"], 0)
+            .readback_choices(&["Done", "Acquiring"])
+            .completes_when_done()
+            .doc("Start (1) / stop (0) acquisition; a put completes when it has ended (plugins: no effect)"),
+        acquire_busy: enumeration("AcquireBusy", &["Done", "Acquiring"], 0)
+            .read_only_plain()
+            .busy()
+            .doc("Acquiring, or waiting for plugins (WaitForPlugins)"),
+        acquire_busy_cb: enumeration("AcquireBusyCB", &["Done", "Acquiring"], 0)
+            .read_only_plain()
+            .doc("AcquireBusy as seen by the driver callback (same as AcquireBusy in ndflow)"),
+        wait_for_plugins: yes_no("WaitForPlugins", 0)
+            .doc("Acquisition completes only when plugins have drained (plugins: no effect)"),
+        array_counter: int32("ArrayCounter", 0).doc("Arrays produced/processed; write to reset"),
+        array_rate: float64("ArrayRate", 0.0)
+            .read_only()
+            .doc("Arrays per second over the last second"),
+        n_dimensions: int32("NDimensions", 0)
+            .doc("Dimensions of the last array (a write has no effect in ndflow)"),
+        dimensions: array("Dimensions", DataType::Int32)
+            .read_only_both()
+            .doc("Sizes of every dimension of the last array"),
+        array_size0: int32("ArraySize0", 0).read_only_both().doc("Size of dimension 0 of the last array"),
+        array_size1: int32("ArraySize1", 0).read_only_both().doc("Size of dimension 1 of the last array"),
+        array_size2: int32("ArraySize2", 0).read_only_both().doc("Size of dimension 2 of the last array"),
+        array_size3: int32("ArraySize3", 0).read_only_both().doc("Size of dimension 3 of the last array"),
+        array_size4: int32("ArraySize4", 0).read_only_both().doc("Size of dimension 4 of the last array"),
+        array_size5: int32("ArraySize5", 0).read_only_both().doc("Size of dimension 5 of the last array"),
+        array_size6: int32("ArraySize6", 0).read_only_both().doc("Size of dimension 6 of the last array"),
+        array_size7: int32("ArraySize7", 0).read_only_both().doc("Size of dimension 7 of the last array"),
+        array_size8: int32("ArraySize8", 0).read_only_both().doc("Size of dimension 8 of the last array"),
+        array_size9: int32("ArraySize9", 0).read_only_both().doc("Size of dimension 9 of the last array"),
+        array_size_x: int32("ArraySizeX", 0)
+            .read_only()
+            .doc("Size of the last array in X"),
+        array_size_y: int32("ArraySizeY", 0)
+            .read_only()
+            .doc("Size of the last array in Y"),
+        array_size_z: int32("ArraySizeZ", 0)
+            .read_only()
+            .doc("Size of the last array in Z (colour)"),
+        // longin in NDArrayBase.template: int32 (frames over 2 GiB read 2147483647).
+        array_size: int32("ArraySize", 0)
+            .read_only()
+            .doc("Bytes of the last array (uncompressed)"),
+        unique_id: int32("UniqueId", 0)
+            .read_only()
+            .doc("uniqueId of the last array"),
+        time_stamp: float64("TimeStamp", 0.0)
+            .read_only()
+            .doc("timeStamp of the last array (s, EPICS epoch)"),
+        epics_ts_sec: int32("EpicsTSSec", 0)
+            .read_only()
+            .doc("EPICS timestamp seconds of the last array"),
+        epics_ts_nsec: int32("EpicsTSNsec", 0)
+            .read_only()
+            .doc("EPICS timestamp nanoseconds of the last array"),
+        codec: string("Codec", "")
+            .read_only()
+            .doc("Codec of the last array (empty = uncompressed)"),
+        compressed_size: int32("CompressedSize", 0)
+            .read_only()
+            .doc("Bytes of data in the last array"),
+        bayer_pattern: enumeration("BayerPattern", &["RGGB", "GBRG", "GRBG", "BGGR"], 0)
+            .read_only()
+            .doc("Bayer pattern of the last array"),
+        data_type: enumeration("DataType", DATA_TYPE_CHOICES, 1)
+            .doc("Output data type (drivers); data type of the last array (plugins, a write has no effect)"),
+        color_mode: enumeration("ColorMode", COLOR_MODE_CHOICES, 0)
+            .doc("Output colour mode (drivers); colour mode of the last array (plugins, a write has no effect)"),
+        array_callbacks: enable("ArrayCallbacks", 1).doc("Pass arrays downstream"),
+        nd_attributes_macros: string("NDAttributesMacros", "")
+            .long_string()
+            .doc("Macro substitutions for the attribute file (NAME=value,...)"),
+        nd_attributes_file: string("NDAttributesFile", "")
+            .long_string()
+            .doc("Attribute definition file"),
+        nd_attributes_status: enumeration(
+            "NDAttributesStatus",
+            &[
             "Attributes file OK",
             "File not found",
             "XML syntax error",
             "Macro substitution error",
-        ],
-        0,
-    )
-    .read_only_plain()
-    .doc("Result of reading NDAttributesFile"),
-    ParamDef::float64("PoolMaxMem", 0.0)
-        .min(0.0)
-        .doc("Pool memory cap (MB, 0 = unlimited). Plugins: the cap of the pool their outputs come from (their source driver's); a write sets that pool's cap"),
-    ParamDef::enumeration("PoolPollStats", &["", ""], 0)
-        .doc("Refresh the pool records now (they are refreshed continuously in ndflow)"),
-    ParamDef::float64("PoolUsedMem", 0.0)
-        .read_only_plain()
-        .doc("Pool memory allocated (MB). Plugins: that of the pool their outputs come from (their source's), 0 before a first array"),
-    ParamDef::int32("PoolAllocBuffers", 0)
-        .read_only_plain()
-        .doc("Buffers allocated by the pool (plugins: their source's pool)"),
-    ParamDef::int32("PoolFreeBuffers", 0)
-        .read_only_plain()
-        .doc("Buffers on the pool's free list (plugins: their source's pool)"),
-    ParamDef::int32("PoolUsedBuffers", 0)
-        .read_only_plain()
-        .doc("Buffers in use (plugins: in their source's pool)"),
-    ParamDef::enumeration("EmptyFreeList", &["", ""], 0)
-        .doc("Write 1 to free the pool's free buffers (plugins: their source's pool)"),
-    ParamDef::enumeration("PreAllocBuffers", &["Done", "Allocate"], 0)
-        .busy()
-        .doc("Write 1 to pre-allocate NumPreAllocBuffers of the current array size (plugins: in their source's pool, of their last array's size)"),
-    ParamDef::int32("NumPreAllocBuffers", 0)
-        .min(0.0)
-        .doc("Buffers to pre-allocate"),
-    ParamDef::int32("NumQueuedArrays", 0)
-        .read_only_plain()
-        .doc("Arrays queued or in flight in all plugins"),
-];
+            ],
+            0,
+            )
+            .read_only_plain()
+            .doc("Result of reading NDAttributesFile"),
+        pool_max_mem: float64("PoolMaxMem", 0.0)
+            .min(0.0)
+            .doc("Pool memory cap (MB, 0 = unlimited). Plugins: the cap of the pool their outputs come from (their source driver's); a write sets that pool's cap"),
+        pool_poll_stats: enumeration("PoolPollStats", &["", ""], 0)
+            .doc("Refresh the pool records now (they are refreshed continuously in ndflow)"),
+        pool_used_mem: float64("PoolUsedMem", 0.0)
+            .read_only_plain()
+            .doc("Pool memory allocated (MB). Plugins: that of the pool their outputs come from (their source's), 0 before a first array"),
+        pool_alloc_buffers: int32("PoolAllocBuffers", 0)
+            .read_only_plain()
+            .doc("Buffers allocated by the pool (plugins: their source's pool)"),
+        pool_free_buffers: int32("PoolFreeBuffers", 0)
+            .read_only_plain()
+            .doc("Buffers on the pool's free list (plugins: their source's pool)"),
+        pool_used_buffers: int32("PoolUsedBuffers", 0)
+            .read_only_plain()
+            .doc("Buffers in use (plugins: in their source's pool)"),
+        empty_free_list: enumeration("EmptyFreeList", &["", ""], 0)
+            .doc("Write 1 to free the pool's free buffers (plugins: their source's pool)"),
+        pre_alloc_buffers: enumeration("PreAllocBuffers", &["Done", "Allocate"], 0)
+            .busy()
+            .doc("Write 1 to pre-allocate NumPreAllocBuffers of the current array size (plugins: in their source's pool, of their last array's size)"),
+        num_pre_alloc_buffers: int32("NumPreAllocBuffers", 0)
+            .min(0.0)
+            .doc("Buffers to pre-allocate"),
+        num_queued_arrays: int32("NumQueuedArrays", 0)
+            .read_only_plain()
+            .doc("Arrays queued or in flight in all plugins"),
+    }
+}
 
-/// NDPluginDriver's parameters plus ndflow's per-reason drop accounting.
-pub const PLUGIN_BASE_PARAMS: &[ParamDef] = &[
-    ParamDef::string("PluginType", "")
-        .read_only()
-        .doc("Plugin class"),
-    ParamDef::string("NDArrayPort", "").doc("Source port name (re-wirable while running)"),
-    ParamDef::int32("NDArrayAddress", 0)
-        .min(0.0)
-        .doc("Source address"),
-    ParamDef::enable("EnableCallbacks", 1)
-        .doc("Accept arrays (a disabled plugin counts offers as DroppedDisabled)"),
-    ParamDef::yes_no("BlockingCallbacks", 0)
-        .doc("Yes: process in the caller's thread (never drops, slows the source)"),
-    ParamDef::int32("QueueSize", 10)
-        .range(1.0, 100000.0)
-        .doc("Input queue depth (resizable at run time)"),
-    ParamDef::int32("QueueFree", 10)
-        .read_only_plain()
-        .doc("Free input queue slots"),
-    ParamDef::int32("QueueUse", 0)
-        .read_only_plain()
-        .doc("Arrays waiting in the input queue"),
-    ParamDef::int32("MaxThreads", 1)
-        .read_only()
-        .doc("Most worker threads this plugin can use"),
-    ParamDef::int32("NumThreads", 1)
-        .range(1.0, 64.0)
-        .doc("Worker threads used (1..MaxThreads)"),
-    ParamDef::enumeration("SortMode", &["Unsorted", "Sorted"], 0)
-        .doc("Re-order output by uniqueId"),
-    ParamDef::float64("SortTime", 0.1)
-        .min(0.0)
-        .doc("Longest wait (s) for a missing uniqueId before emitting"),
-    ParamDef::int32("SortSize", 10)
-        .min(1.0)
-        .doc("Most arrays held for sorting"),
-    ParamDef::int32("SortFree", 10)
-        .read_only_plain()
-        .doc("Free sort slots"),
-    ParamDef::int32("DisorderedArrays", 0)
-        .doc("Outputs whose uniqueId was not previous+1; write to reset"),
-    ParamDef::int32("DroppedOutputArrays", 0)
-        .doc("Outputs dropped (MaxByteRate, sort buffer full); write to reset"),
-    ParamDef::float64("MinCallbackTime", 0.0)
-        .min(0.0)
-        .doc("Ignore arrays arriving sooner than this (s) after the last"),
-    ParamDef::float64("MaxArrayRate", 0.0).min(0.0).doc(
-        "Output frame-rate cap in arrays/s (0 = none); the outputs over it are dropped and counted",
-    ),
-    ParamDef::float64("MaxByteRate", 0.0)
-        .min(0.0)
-        .doc("Output bandwidth cap in bytes/s (0 = none)"),
-    ParamDef::int32("DroppedArrays", 0)
-        .doc("Input arrays dropped: queue full or unsupported input; write to reset"),
-    ParamDef::float64("ExecutionTime", 0.0)
-        .read_only()
-        .doc("Time of the last processing (ms)"),
-    ParamDef::enumeration("ProcessPlugin", &["", ""], 0)
-        .doc("Write 1 to process the last input array again"),
-    ParamDef::int64("ArraysOffered", 0)
-        .read_only()
-        .doc("Arrays offered to this port since start"),
-    ParamDef::int64("ArraysProcessed", 0)
-        .read_only()
-        .doc("Arrays processed since start"),
-    ParamDef::int64("DroppedQueueFull", 0)
-        .read_only()
-        .doc("Dropped: input queue full"),
-    ParamDef::int64("DroppedMinTime", 0)
-        .read_only()
-        .doc("Dropped: sooner than MinCallbackTime"),
-    ParamDef::int64("DroppedUnsupported", 0)
-        .read_only()
-        .doc("Dropped: input the plugin cannot take (e.g. compressed)"),
-    ParamDef::int64("DroppedDisabled", 0)
-        .read_only()
-        .doc("Dropped: offered while EnableCallbacks = Disable"),
-    ParamDef::int64("DroppedErrors", 0)
-        .read_only()
-        .doc("Dropped: processing failed (message in the log)"),
-    ParamDef::int64("InFlight", 0)
-        .read_only()
-        .doc("Arrays being processed now"),
-];
+ndflow_core::params! {
+    /// NDPluginDriver's parameters plus ndflow's per-reason drop accounting.
+    pub const PLUGIN_BASE_PARAMS, pub struct PluginBaseParams {
+        plugin_type: string("PluginType", "")
+            .read_only()
+            .doc("Plugin class"),
+        nd_array_port: string("NDArrayPort", "").doc("Source port name (re-wirable while running)"),
+        nd_array_address: int32("NDArrayAddress", 0)
+            .min(0.0)
+            .doc("Source address"),
+        enable_callbacks: enable("EnableCallbacks", 1)
+            .doc("Accept arrays (a disabled plugin counts offers as DroppedDisabled)"),
+        blocking_callbacks: yes_no("BlockingCallbacks", 0)
+            .doc("Yes: process in the caller's thread (never drops, slows the source)"),
+        queue_size: int32("QueueSize", 10)
+            .range(1.0, 100000.0)
+            .doc("Input queue depth (resizable at run time)"),
+        queue_free: int32("QueueFree", 10)
+            .read_only_plain()
+            .doc("Free input queue slots"),
+        queue_use: int32("QueueUse", 0)
+            .read_only_plain()
+            .doc("Arrays waiting in the input queue"),
+        max_threads: int32("MaxThreads", 1)
+            .read_only()
+            .doc("Most worker threads this plugin can use"),
+        num_threads: int32("NumThreads", 1)
+            .range(1.0, 64.0)
+            .doc("Worker threads used (1..MaxThreads)"),
+        sort_mode: enumeration("SortMode", &["Unsorted", "Sorted"], 0)
+            .doc("Re-order output by uniqueId"),
+        sort_time: float64("SortTime", 0.1)
+            .min(0.0)
+            .doc("Longest wait (s) for a missing uniqueId before emitting"),
+        sort_size: int32("SortSize", 10)
+            .min(1.0)
+            .doc("Most arrays held for sorting"),
+        sort_free: int32("SortFree", 10)
+            .read_only_plain()
+            .doc("Free sort slots"),
+        disordered_arrays: int32("DisorderedArrays", 0)
+            .doc("Outputs whose uniqueId was not previous+1; write to reset"),
+        dropped_output_arrays: int32("DroppedOutputArrays", 0)
+            .doc("Outputs dropped (MaxByteRate, sort buffer full); write to reset"),
+        min_callback_time: float64("MinCallbackTime", 0.0)
+            .min(0.0)
+            .doc("Ignore arrays arriving sooner than this (s) after the last"),
+        max_array_rate: float64("MaxArrayRate", 0.0).min(0.0).doc(
+            "Output frame-rate cap in arrays/s (0 = none); the outputs over it are dropped and counted",
+            ),
+        max_byte_rate: float64("MaxByteRate", 0.0)
+            .min(0.0)
+            .doc("Output bandwidth cap in bytes/s (0 = none)"),
+        dropped_arrays: int32("DroppedArrays", 0)
+            .doc("Input arrays dropped: queue full or unsupported input; write to reset"),
+        execution_time: float64("ExecutionTime", 0.0)
+            .read_only()
+            .doc("Time of the last processing (ms)"),
+        process_plugin: enumeration("ProcessPlugin", &["", ""], 0)
+            .doc("Write 1 to process the last input array again"),
+        arrays_offered: int64("ArraysOffered", 0)
+            .read_only()
+            .doc("Arrays offered to this port since start"),
+        arrays_processed: int64("ArraysProcessed", 0)
+            .read_only()
+            .doc("Arrays processed since start"),
+        dropped_queue_full: int64("DroppedQueueFull", 0)
+            .read_only()
+            .doc("Dropped: input queue full"),
+        dropped_min_time: int64("DroppedMinTime", 0)
+            .read_only()
+            .doc("Dropped: sooner than MinCallbackTime"),
+        dropped_unsupported: int64("DroppedUnsupported", 0)
+            .read_only()
+            .doc("Dropped: input the plugin cannot take (e.g. compressed)"),
+        dropped_disabled: int64("DroppedDisabled", 0)
+            .read_only()
+            .doc("Dropped: offered while EnableCallbacks = Disable"),
+        dropped_errors: int64("DroppedErrors", 0)
+            .read_only()
+            .doc("Dropped: processing failed (message in the log)"),
+        in_flight: int64("InFlight", 0)
+            .read_only()
+            .doc("Arrays being processed now"),
+    }
+}
 
-/// ADBase (+ pool) parameters of a driver port.
-pub const DRIVER_PARAMS: &[ParamDef] = &[
-    ParamDef::int32("MaxSizeX", 1024)
-        .read_only()
-        .doc("Sensor size in X"),
-    ParamDef::int32("MaxSizeY", 1024)
-        .read_only()
-        .doc("Sensor size in Y"),
-    ParamDef::int32("MinX", 0)
-        .min(0.0)
-        .doc("Region start in X (unbinned pixels)"),
-    ParamDef::int32("MinY", 0)
-        .min(0.0)
-        .doc("Region start in Y (unbinned pixels)"),
-    ParamDef::int32("SizeX", 1024)
-        .min(1.0)
-        .doc("Region size in X (unbinned pixels)"),
-    ParamDef::int32("SizeY", 1024)
-        .min(1.0)
-        .doc("Region size in Y (unbinned pixels)"),
-    ParamDef::int32("BinX", 1).min(1.0).doc("Binning in X"),
-    ParamDef::int32("BinY", 1).min(1.0).doc("Binning in Y"),
-    ParamDef::yes_no("ReverseX", 0).doc("Reverse the image in X"),
-    ParamDef::yes_no("ReverseY", 0).doc("Reverse the image in Y"),
-    ParamDef::float64("Gain", 1.0).doc("Detector gain"),
-    ParamDef::enumeration("ImageMode", &["Single", "Multiple", "Continuous"], 2)
-        .doc("Frames per Acquire: 1, NumImages, or until stopped"),
-    ParamDef::enumeration("TriggerMode", &["Internal", "External"], 0).doc("Trigger source"),
-    ParamDef::enumeration(
-        "FrameType",
-        &["Normal", "Background", "FlatField", "DblCorrelation"],
-        0,
-    )
-    .doc("Frame type"),
-    ParamDef::float64("AcquireTime", 0.001)
-        .min(0.0)
-        .doc("Exposure time (s)"),
-    ParamDef::float64("AcquirePeriod", 0.005)
-        .min(0.0)
-        .doc("Time between frames (s); 0 = as fast as possible"),
-    ParamDef::int32("NumImages", 100)
-        .min(1.0)
-        .doc("Frames per acquisition in Multiple mode"),
-    ParamDef::int32("NumImagesCounter", 0)
-        .read_only()
-        .doc("Frames acquired in this acquisition"),
-    ParamDef::int32("NumExposures", 1)
-        .min(1.0)
-        .doc("Exposures per image"),
-    ParamDef::int32("NumExposuresCounter", 0)
-        .read_only()
-        .doc("Exposures in this image"),
-    ParamDef::float64("TimeRemaining", 0.0)
-        .read_only()
-        .doc("Time remaining in this acquisition (s)"),
-    ParamDef::enumeration("DetectorState", DETECTOR_STATES, 0)
-        .read_only()
-        .doc("Detector state"),
-    ParamDef::string("StatusMessage", "")
-        .read_only()
-        .long_string()
-        .doc("Status or error message"),
-    ParamDef::string("StringToServer", "")
-        .read_only()
-        .long_string()
-        .doc("Last string sent to the detector (none for the simulator)"),
-    ParamDef::string("StringFromServer", "")
-        .read_only()
-        .long_string()
-        .doc("Last string received from the detector (none for the simulator)"),
-    ParamDef::enumeration("ReadStatus", &["", ""], 0).doc("Write 1 to refresh readbacks"),
-    ParamDef::enumeration("ShutterMode", &["None", "EPICS PV", "Detector output"], 0)
-        .readback_choices(&["None", "EPICS PV", "Camera output"])
-        .doc("Who drives the shutter: nobody, an EPICS PV, or the detector (simulated)"),
-    ParamDef::enumeration("ShutterControl", &["Close", "Open"], 0)
-        .doc("Open (1) / close (0) the shutter by hand"),
-    ParamDef::enumeration("ShutterStatus", &["Closed", "Open"], 0)
-        .read_only()
-        .doc("Shutter state (simulated: follows ShutterControl after the delays)"),
-    ParamDef::float64("ShutterOpenDelay", 0.0)
-        .min(0.0)
-        .doc("Time the shutter takes to open (s); acquisition waits for it"),
-    ParamDef::float64("ShutterCloseDelay", 0.0)
-        .min(0.0)
-        .doc("Time the shutter takes to close (s)"),
-    ParamDef::enumeration("ShutterControlEPICS", &["Closed", "Open"], 0)
-        .read_only_plain()
-        .doc("Output to an EPICS shutter PV (ShutterMode = EPICS PV)"),
-    ParamDef::enumeration("ShutterStatusEPICS", &["Closed", "Open"], 0)
-        .read_only()
-        .doc("Status read back from an EPICS shutter PV"),
-    ParamDef::float64("Temperature", 25.0).doc("Temperature set point"),
-    ParamDef::float64("TemperatureActual", 25.0)
-        .read_only_plain()
-        .doc("Measured temperature"),
-    ParamDef::int32("DroppedArrays", 0)
-        .read_only()
-        .doc("Frames dropped at the source (pool cap reached)"),
-];
+ndflow_core::params! {
+    /// ADBase (+ pool) parameters of a driver port.
+    pub const DRIVER_PARAMS, pub struct DriverParams {
+        max_size_x: int32("MaxSizeX", 1024)
+            .read_only()
+            .doc("Sensor size in X"),
+        max_size_y: int32("MaxSizeY", 1024)
+            .read_only()
+            .doc("Sensor size in Y"),
+        min_x: int32("MinX", 0)
+            .min(0.0)
+            .doc("Region start in X (unbinned pixels)"),
+        min_y: int32("MinY", 0)
+            .min(0.0)
+            .doc("Region start in Y (unbinned pixels)"),
+        size_x: int32("SizeX", 1024)
+            .min(1.0)
+            .doc("Region size in X (unbinned pixels)"),
+        size_y: int32("SizeY", 1024)
+            .min(1.0)
+            .doc("Region size in Y (unbinned pixels)"),
+        bin_x: int32("BinX", 1).min(1.0).doc("Binning in X"),
+        bin_y: int32("BinY", 1).min(1.0).doc("Binning in Y"),
+        reverse_x: yes_no("ReverseX", 0).doc("Reverse the image in X"),
+        reverse_y: yes_no("ReverseY", 0).doc("Reverse the image in Y"),
+        gain: float64("Gain", 1.0).doc("Detector gain"),
+        image_mode: enumeration("ImageMode", &["Single", "Multiple", "Continuous"], 2)
+            .doc("Frames per Acquire: 1, NumImages, or until stopped"),
+        trigger_mode: enumeration("TriggerMode", &["Internal", "External"], 0).doc("Trigger source"),
+        frame_type: enumeration(
+            "FrameType",
+            &["Normal", "Background", "FlatField", "DblCorrelation"],
+            0,
+            )
+            .doc("Frame type"),
+        acquire_time: float64("AcquireTime", 0.001)
+            .min(0.0)
+            .doc("Exposure time (s)"),
+        acquire_period: float64("AcquirePeriod", 0.005)
+            .min(0.0)
+            .doc("Time between frames (s); 0 = as fast as possible"),
+        num_images: int32("NumImages", 100)
+            .min(1.0)
+            .doc("Frames per acquisition in Multiple mode"),
+        num_images_counter: int32("NumImagesCounter", 0)
+            .read_only()
+            .doc("Frames acquired in this acquisition"),
+        num_exposures: int32("NumExposures", 1)
+            .min(1.0)
+            .doc("Exposures per image"),
+        num_exposures_counter: int32("NumExposuresCounter", 0)
+            .read_only()
+            .doc("Exposures in this image"),
+        time_remaining: float64("TimeRemaining", 0.0)
+            .read_only()
+            .doc("Time remaining in this acquisition (s)"),
+        detector_state: enumeration("DetectorState", DETECTOR_STATES, 0)
+            .read_only()
+            .doc("Detector state"),
+        status_message: string("StatusMessage", "")
+            .read_only()
+            .long_string()
+            .doc("Status or error message"),
+        string_to_server: string("StringToServer", "")
+            .read_only()
+            .long_string()
+            .doc("Last string sent to the detector (none for the simulator)"),
+        string_from_server: string("StringFromServer", "")
+            .read_only()
+            .long_string()
+            .doc("Last string received from the detector (none for the simulator)"),
+        read_status: enumeration("ReadStatus", &["", ""], 0).doc("Write 1 to refresh readbacks"),
+        shutter_mode: enumeration("ShutterMode", &["None", "EPICS PV", "Detector output"], 0)
+            .readback_choices(&["None", "EPICS PV", "Camera output"])
+            .doc("Who drives the shutter: nobody, an EPICS PV, or the detector (simulated)"),
+        shutter_control: enumeration("ShutterControl", &["Close", "Open"], 0)
+            .doc("Open (1) / close (0) the shutter by hand"),
+        shutter_status: enumeration("ShutterStatus", &["Closed", "Open"], 0)
+            .read_only()
+            .doc("Shutter state (simulated: follows ShutterControl after the delays)"),
+        shutter_open_delay: float64("ShutterOpenDelay", 0.0)
+            .min(0.0)
+            .doc("Time the shutter takes to open (s); acquisition waits for it"),
+        shutter_close_delay: float64("ShutterCloseDelay", 0.0)
+            .min(0.0)
+            .doc("Time the shutter takes to close (s)"),
+        shutter_control_epics: enumeration("ShutterControlEPICS", &["Closed", "Open"], 0)
+            .read_only_plain()
+            .doc("Output to an EPICS shutter PV (ShutterMode = EPICS PV)"),
+        shutter_status_epics: enumeration("ShutterStatusEPICS", &["Closed", "Open"], 0)
+            .read_only()
+            .doc("Status read back from an EPICS shutter PV"),
+        temperature: float64("Temperature", 25.0).doc("Temperature set point"),
+        temperature_actual: float64("TemperatureActual", 25.0)
+            .read_only_plain()
+            .doc("Measured temperature"),
+        dropped_arrays: int32("DroppedArrays", 0)
+            .read_only()
+            .doc("Frames dropped at the source (pool cap reached)"),
+    }
+}
+
+/// A plugin port's parameters in store order: NDArrayBase, NDPluginDriver, then the plugin's
+/// own table. The store and the plugin's handles are both made from this, so every handle is
+/// the position the store holds its parameter at.
+pub fn plugin_layout(own: &'static [ParamDef]) -> ParamLayout {
+    ParamLayout::new(&[ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS, own])
+}
+
+/// A driver port's parameters in store order: NDArrayBase, ADDriver, then the driver's own.
+pub fn driver_layout(own: &'static [ParamDef]) -> ParamLayout {
+    ParamLayout::new(&[ARRAY_BASE_PARAMS, DRIVER_PARAMS, own])
+}
+
+/// Binds handles that a port's own tables declare. Every name in those tables is in the
+/// layout by construction, so the only failure is a declaration bug (one name declared in
+/// two tables with different kinds); constructing every port type in the tests finds it.
+pub fn bind<H>(layout: &ParamLayout, bind: fn(&ParamLayout) -> Result<H, ParamError>) -> H {
+    match bind(layout) {
+        Ok(h) => h,
+        Err(e) => panic!("parameter declarations disagree: {e}"),
+    }
+}
+
+/// The base handles every plugin port has.
+#[derive(Debug, Clone, Copy)]
+pub struct PluginBase {
+    pub array: ArrayBaseParams,
+    pub plugin: PluginBaseParams,
+}
+
+impl PluginBase {
+    pub fn of(layout: &ParamLayout) -> PluginBase {
+        PluginBase {
+            array: bind(layout, ArrayBaseParams::bind),
+            plugin: bind(layout, PluginBaseParams::bind),
+        }
+    }
+}
+
+/// The base handles every driver port has.
+#[derive(Debug, Clone, Copy)]
+pub struct DriverBase {
+    pub array: ArrayBaseParams,
+    pub driver: DriverParams,
+}
+
+impl DriverBase {
+    pub fn of(layout: &ParamLayout) -> DriverBase {
+        DriverBase {
+            array: bind(layout, ArrayBaseParams::bind),
+            driver: bind(layout, DriverParams::bind),
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

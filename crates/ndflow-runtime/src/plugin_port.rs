@@ -15,7 +15,8 @@ use parking_lot::{Mutex, RwLock};
 use crate::accounting::{Accounting, DropReason};
 use crate::attr_file::PortAttributes;
 use crate::graph::Wakeup;
-use crate::meta::{FrameMeta, MetaIdx};
+use crate::meta::FrameMeta;
+use crate::params::{ArrayBaseParams, PluginBase};
 use crate::plugin::{pool_of, Plugin, PluginError, ProcessContext, Routing};
 use crate::scheduler::Scheduler;
 
@@ -123,24 +124,6 @@ struct Throttle {
     last: Instant,
 }
 
-/// Parameter indices the port publishes to (resolved once).
-struct BaseIdx {
-    array_counter: Option<usize>,
-    array_rate: Option<usize>,
-    offered: Option<usize>,
-    processed: Option<usize>,
-    dropped: [Option<usize>; 5],
-    dropped_arrays: Option<usize>,
-    queue_free: Option<usize>,
-    queue_use: Option<usize>,
-    in_flight: Option<usize>,
-    exec_time: Option<usize>,
-    disordered: Option<usize>,
-    dropped_output: Option<usize>,
-    sort_free: Option<usize>,
-    meta: MetaIdx,
-}
-
 pub struct PluginPort {
     pub name: String,
     pub(crate) plugin: Arc<dyn Plugin>,
@@ -173,7 +156,8 @@ pub struct PluginPort {
     /// Source port of each input ("" = none); index 0 is `NDArrayPort`.
     pub(crate) sources: Mutex<Vec<String>>,
     rate: Mutex<(Instant, i64)>,
-    idx: BaseIdx,
+    /// The handles of NDArrayBase's and NDPluginDriver's parameters in this port's store.
+    base: PluginBase,
     /// NDAttributesFile: attached to each input frame before it is processed.
     pub(crate) attrs: PortAttributes,
 }
@@ -187,32 +171,14 @@ impl PluginPort {
         housekeeping: Arc<Wakeup>,
         fallback_pool: Pool,
     ) -> Arc<PluginPort> {
-        let i = |n: &str| params.index(n);
-        let idx = BaseIdx {
-            array_counter: i("ArrayCounter"),
-            array_rate: i("ArrayRate"),
-            offered: i("ArraysOffered"),
-            processed: i("ArraysProcessed"),
-            dropped: [
-                i("DroppedQueueFull"),
-                i("DroppedMinTime"),
-                i("DroppedUnsupported"),
-                i("DroppedDisabled"),
-                i("DroppedErrors"),
-            ],
-            dropped_arrays: i("DroppedArrays"),
-            queue_free: i("QueueFree"),
-            queue_use: i("QueueUse"),
-            in_flight: i("InFlight"),
-            exec_time: i("ExecutionTime"),
-            disordered: i("DisorderedArrays"),
-            dropped_output: i("DroppedOutputArrays"),
-            sort_free: i("SortFree"),
-            meta: MetaIdx::new(&params, true),
-        };
-        let _ = params.set_by_name("PortName", name);
-        let _ = params.set_by_name("PluginType", plugin.plugin_type());
-        let _ = params.set_by_name("MaxThreads", plugin.max_threads().max(1) as i64);
+        let base = PluginBase::of(params.layout());
+        base.array.port_name.set(&params, name.to_string());
+        base.plugin
+            .plugin_type
+            .set(&params, plugin.plugin_type().to_string());
+        base.plugin
+            .max_threads
+            .set(&params, plugin.max_threads().max(1) as i64);
         let routing = plugin.routing();
         let n_inputs = plugin.inputs().len().max(1);
         let port = Arc::new(PluginPort {
@@ -272,7 +238,7 @@ impl PluginPort {
             logged: Mutex::new(HashSet::new()),
             sources: Mutex::new(vec![String::new(); n_inputs]),
             rate: Mutex::new((Instant::now(), 0)),
-            idx,
+            base,
             attrs: PortAttributes::default(),
         });
         port.reload_config();
@@ -285,63 +251,61 @@ impl PluginPort {
 
     /// Re-reads the base settings from the parameters (after any write to them).
     pub(crate) fn reload_config(&self) {
-        let p = &self.params;
-        let get = |n: &str| p.index(n).map_or(0.0, |i| p.get_f64(i));
+        let (p, b) = (&*self.params, &self.base.plugin);
         let max_threads = self.plugin.max_threads().max(1);
         let cfg = InputConfig {
-            enabled: get("EnableCallbacks") != 0.0,
-            blocking: get("BlockingCallbacks") != 0.0,
-            queue_size: get("QueueSize").max(1.0) as usize,
-            num_threads: (get("NumThreads").max(1.0) as usize).min(max_threads),
-            min_time: Duration::from_secs_f64(get("MinCallbackTime").clamp(0.0, 1e6)),
+            enabled: b.enable_callbacks.get(p),
+            blocking: b.blocking_callbacks.get(p),
+            queue_size: b.queue_size.get(p).max(1) as usize,
+            num_threads: (b.num_threads.get(p).max(1) as usize).min(max_threads),
+            min_time: Duration::from_secs_f64(b.min_callback_time.get(p).clamp(0.0, 1e6)),
         };
         self.state.lock().cfg = cfg;
-        self.sorted.store(get("SortMode") != 0.0, Ordering::Release);
+        self.sorted
+            .store(b.sort_mode.get(p) != 0, Ordering::Release);
         self.array_callbacks
-            .store(get("ArrayCallbacks") != 0.0, Ordering::Release);
+            .store(self.base.array.array_callbacks.get(p), Ordering::Release);
         self.max_byte_rate
-            .store(get("MaxByteRate").max(0.0).to_bits(), Ordering::Release);
-        self.max_array_rate
-            .store(get("MaxArrayRate").max(0.0).to_bits(), Ordering::Release);
+            .store(b.max_byte_rate.get(p).max(0.0).to_bits(), Ordering::Release);
+        self.max_array_rate.store(
+            b.max_array_rate.get(p).max(0.0).to_bits(),
+            Ordering::Release,
+        );
         let mut s = self.sorter.lock();
-        s.sort_time = Duration::from_secs_f64(get("SortTime").clamp(0.0, 1e6));
-        s.sort_size = get("SortSize").max(1.0) as usize;
+        s.sort_time = Duration::from_secs_f64(b.sort_time.get(p).clamp(0.0, 1e6));
+        s.sort_size = b.sort_size.get(p).max(1) as usize;
     }
 
     /// Handles the side effects of an external write to one of this port's parameters.
     pub(crate) fn on_put(self: &Arc<Self>, idx: usize, value: &ParamValue) {
-        let name = self.params.def(idx).map_or("", |d| d.name);
-        match name {
-            "ArrayCounter" => self
-                .array_counter
-                .store(value.as_i64().unwrap_or(0), Ordering::Release),
-            "DroppedArrays" => {
-                let a = self.accounting();
-                let total = a.dropped(DropReason::QueueFull) + a.dropped(DropReason::Unsupported);
-                let want = value.as_i64().unwrap_or(0).max(0) as u64;
-                self.dropped_arrays_base
-                    .store(total.saturating_sub(want), Ordering::Release);
-            }
+        let (a, b, p) = (&self.base.array, &self.base.plugin, &*self.params);
+        let count = || value.as_i64().unwrap_or(0).max(0) as u64;
+        if a.array_counter.is(idx) {
+            self.array_counter
+                .store(value.as_i64().unwrap_or(0), Ordering::Release);
+        } else if b.dropped_arrays.is(idx) {
+            let acc = self.accounting();
+            let total = acc.dropped(DropReason::QueueFull) + acc.dropped(DropReason::Unsupported);
+            self.dropped_arrays_base
+                .store(total.saturating_sub(count()), Ordering::Release);
+        } else if b.disordered_arrays.is(idx) {
             // Writable counters: a write sets them (0 resets), as areaDetector's longouts do.
-            "DisorderedArrays" => self
-                .disordered
-                .store(value.as_i64().unwrap_or(0).max(0) as u64, Ordering::Release),
-            "DroppedOutputArrays" => self
-                .dropped_output
-                .store(value.as_i64().unwrap_or(0).max(0) as u64, Ordering::Release),
+            self.disordered.store(count(), Ordering::Release);
+        } else if b.dropped_output_arrays.is(idx) {
+            self.dropped_output.store(count(), Ordering::Release);
+        } else if a.pool_max_mem.is(idx) || a.empty_free_list.is(idx) || a.pre_alloc_buffers.is(idx)
+        {
             // The pool records act on the pool this port's outputs come from (its source's).
-            "PoolMaxMem" | "EmptyFreeList" | "PreAllocBuffers" => self.pool_put(idx, name, value),
-            "ProcessPlugin" if value.as_i64().unwrap_or(0) != 0 => {
-                let last = self.state.lock().last_input.clone();
-                if let Some(f) = last {
-                    self.offer(&f);
-                }
-                let _ = self.params.set(idx, 0);
+            self.pool_put(idx, value);
+        } else if b.process_plugin.is(idx) && value.as_i64().unwrap_or(0) != 0 {
+            let last = self.state.lock().last_input.clone();
+            if let Some(f) = last {
+                self.offer(&f);
             }
-            _ => {}
+            b.process_plugin.set(p, 0);
         }
         self.reload_config();
-        if name == "NumThreads" || name == "QueueSize" {
+        if b.num_threads.is(idx) || b.queue_size.is(idx) {
             self.kick();
         }
         let accepted = self.state.lock().accepted;
@@ -707,6 +671,11 @@ impl PluginPort {
     }
 
     /// Names of the ports subscribed to this one's output.
+    /// The handles of NDArrayBase's parameters in this port's store.
+    pub fn array_base(&self) -> &ArrayBaseParams {
+        &self.base.array
+    }
+
     pub fn subscriber_names(&self) -> Vec<String> {
         self.fanout.subscriber_names()
     }
@@ -747,38 +716,26 @@ impl PluginPort {
         last.map(|f| pool_of(&f, &self.fallback_pool))
     }
 
-    fn pool_put(&self, idx: usize, name: &str, value: &ParamValue) {
+    fn pool_put(&self, idx: usize, value: &ParamValue) {
+        let (a, p) = (&self.base.array, &*self.params);
         let v = value.as_f64().unwrap_or(0.0);
         let pool = self.source_pool();
-        match name {
-            "PoolMaxMem" => {
-                if let Some(p) = pool {
-                    p.set_max_mem((v.max(0.0) * 1e6) as usize);
-                }
+        if a.pool_max_mem.is(idx) {
+            if let Some(pool) = pool {
+                pool.set_max_mem((v.max(0.0) * 1e6) as usize);
             }
-            "EmptyFreeList" if v != 0.0 => {
-                if let Some(p) = pool {
-                    p.empty_free_list();
-                }
-                let _ = self.params.set(idx, 0);
+        } else if a.empty_free_list.is(idx) && v != 0.0 {
+            if let Some(pool) = pool {
+                pool.empty_free_list();
             }
-            "PreAllocBuffers" if v != 0.0 => {
-                let n = self
-                    .params
-                    .index("NumPreAllocBuffers")
-                    .map_or(0.0, |i| self.params.get_f64(i))
-                    .max(0.0) as usize;
-                let bytes = self
-                    .params
-                    .index("ArraySize")
-                    .map_or(0.0, |i| self.params.get_f64(i))
-                    .max(0.0) as usize;
-                if let Some(Err(e)) = pool.map(|p| p.preallocate(n, bytes)) {
-                    self.log_once("prealloc", &format!("{}: PreAllocBuffers: {e}", self.name));
-                }
-                let _ = self.params.set(idx, 0);
+            a.empty_free_list.set(p, 0);
+        } else if a.pre_alloc_buffers.is(idx) && v != 0.0 {
+            let n = a.num_pre_alloc_buffers.get(p).max(0) as usize;
+            let bytes = a.array_size.get(p).max(0) as usize;
+            if let Some(Err(e)) = pool.map(|pool| pool.preallocate(n, bytes)) {
+                self.log_once("prealloc", &format!("{}: PreAllocBuffers: {e}", self.name));
             }
-            _ => {}
+            a.pre_alloc_buffers.set(p, 0);
         }
     }
 
@@ -791,59 +748,63 @@ impl PluginPort {
         };
         let counter = self.array_counter();
         let mut w: Vec<(usize, ParamValue)> = Vec::with_capacity(32);
-        let mut put = |i: Option<usize>, v: ParamValue| {
-            if let Some(i) = i {
-                w.push((i, v));
-            }
-        };
-        let x = &self.idx;
-        put(x.array_counter, counter.into());
-        put(x.offered, (a.offered as i64).into());
-        put(x.processed, (a.processed as i64).into());
-        for (i, r) in DropReason::ALL.iter().enumerate() {
-            put(x.dropped[i], (a.dropped(*r) as i64).into());
+        let (x, b) = (&self.base.array, &self.base.plugin);
+        w.push(x.array_counter.value(counter));
+        w.push(b.arrays_offered.value(a.offered as i64));
+        w.push(b.arrays_processed.value(a.processed as i64));
+        let dropped = [
+            b.dropped_queue_full,
+            b.dropped_min_time,
+            b.dropped_unsupported,
+            b.dropped_disabled,
+            b.dropped_errors,
+        ];
+        for (h, r) in dropped.iter().zip(DropReason::ALL.iter()) {
+            w.push(h.value(a.dropped(*r) as i64));
         }
         let ad_dropped = a.dropped(DropReason::QueueFull) + a.dropped(DropReason::Unsupported);
         let base = self.dropped_arrays_base.load(Ordering::Acquire);
-        put(
-            x.dropped_arrays,
-            (ad_dropped.saturating_sub(base) as i64).into(),
+        w.push(
+            b.dropped_arrays
+                .value(ad_dropped.saturating_sub(base) as i64),
         );
-        put(x.queue_use, (a.queued as i64).into());
-        put(
-            x.queue_free,
-            (cfg.queue_size.saturating_sub(a.queued as usize) as i64).into(),
+        w.push(b.queue_use.value(a.queued as i64));
+        w.push(
+            b.queue_free
+                .value(cfg.queue_size.saturating_sub(a.queued as usize) as i64),
         );
-        put(x.in_flight, (a.in_flight as i64).into());
-        put(
-            x.exec_time,
-            (self.exec_ns.load(Ordering::Relaxed) as f64 / 1e6).into(),
+        w.push(b.in_flight.value(a.in_flight as i64));
+        w.push(
+            b.execution_time
+                .value(self.exec_ns.load(Ordering::Relaxed) as f64 / 1e6),
         );
-        put(x.disordered, (self.disordered() as i64).into());
-        put(x.dropped_output, (a.dropped_output as i64).into());
+        w.push(b.disordered_arrays.value(self.disordered() as i64));
+        w.push(b.dropped_output_arrays.value(a.dropped_output as i64));
         let sort_size = self.sorter.lock().sort_size;
-        put(
-            x.sort_free,
-            (sort_size.saturating_sub(a.sort_pending as usize) as i64).into(),
+        w.push(
+            b.sort_free
+                .value(sort_size.saturating_sub(a.sort_pending as usize) as i64),
         );
         if rate_tick {
             let mut r = self.rate.lock();
             let dt = r.0.elapsed().as_secs_f64();
             if dt > 0.0 {
-                put(x.array_rate, (((counter - r.1).max(0)) as f64 / dt).into());
+                w.push(x.array_rate.value(((counter - r.1).max(0)) as f64 / dt));
             }
             *r = (Instant::now(), counter);
         }
         if let Some(f) = last {
             let s = pool_of(&f, &self.fallback_pool).stats();
-            let mut by_name = |n: &str, v: ParamValue| put(self.params.index(n), v);
-            by_name("PoolMaxMem", (s.max_mem as f64 / 1e6).into());
-            by_name("PoolUsedMem", (s.used_mem as f64 / 1e6).into());
-            by_name("PoolAllocBuffers", s.alloc_buffers.into());
-            by_name("PoolFreeBuffers", s.free_buffers.into());
-            by_name("PoolUsedBuffers", (s.alloc_buffers - s.free_buffers).into());
+            w.push(x.pool_max_mem.value(s.max_mem as f64 / 1e6));
+            w.push(x.pool_used_mem.value(s.used_mem as f64 / 1e6));
+            w.push(x.pool_alloc_buffers.value(s.alloc_buffers as i64));
+            w.push(x.pool_free_buffers.value(s.free_buffers as i64));
+            w.push(
+                x.pool_used_buffers
+                    .value(s.alloc_buffers as i64 - s.free_buffers as i64),
+            );
         }
-        self.meta.lock().write_to(&x.meta, &mut w);
+        self.meta.lock().write_to(x, true, &mut w);
         self.params.set_many(&w);
     }
 }
