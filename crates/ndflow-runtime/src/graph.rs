@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ndflow_core::{ParamError, ParamStore, ParamValue, Pool};
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
 use thiserror::Error;
 
 use crate::attr_file::{PortAttributes, PvReader};
@@ -17,6 +17,7 @@ use crate::params::{driver_layout, plugin_layout, ArrayBaseParams};
 use crate::plugin::Plugin;
 use crate::plugin_port::{distinct, Fanout, PluginPort};
 use crate::scheduler::Scheduler;
+use crate::wakeup::Wakeup;
 
 #[derive(Debug, Error)]
 pub enum GraphError {
@@ -191,6 +192,7 @@ impl Graph {
     ) -> Result<Arc<PluginPort>, GraphError> {
         self.check_new_name(name)?;
         let params = Arc::new(ParamStore::from_layout(plugin_layout(plugin.params())));
+        plugin.attached(&params);
         let port = PluginPort::new(
             name,
             plugin,
@@ -447,31 +449,6 @@ impl Drop for Graph {
 /// Counters are published every [`PUBLISH_PERIOD`] (rates every [`RATE_PERIOD`]).
 const PUBLISH_PERIOD: Duration = Duration::from_millis(100);
 const RATE_PERIOD: Duration = Duration::from_secs(1);
-
-/// Wakes the housekeeping thread before its next planned round.
-#[derive(Default)]
-pub(crate) struct Wakeup {
-    kicked: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Wakeup {
-    pub(crate) fn kick(&self) {
-        *self.kicked.lock() = true;
-        self.cv.notify_one();
-    }
-
-    /// Sleeps until `deadline` or a kick.
-    fn wait_until(&self, deadline: Instant) {
-        let mut kicked = self.kicked.lock();
-        while !*kicked {
-            if self.cv.wait_until(&mut kicked, deadline).timed_out() {
-                break;
-            }
-        }
-        *kicked = false;
-    }
-}
 
 /// Publishes counters every 100 ms and rates every second, and sends out frames held for
 /// sorting when their SortTime has passed. It sleeps until the next of those is due (a port

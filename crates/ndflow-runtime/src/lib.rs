@@ -24,7 +24,9 @@ mod meta;
 pub mod params;
 pub mod plugin;
 mod plugin_port;
+pub mod port_type;
 mod scheduler;
+mod wakeup;
 
 pub use accounting::{Accounting, DropReason};
 pub use attr_file::{PortAttributes, PvCell, PvRead, PvReader, PvSource};
@@ -34,3 +36,4 @@ pub use graph::{Graph, GraphError, PortHandle};
 pub use harness::PluginHarness;
 pub use plugin::{param_index, pool_of, Plugin, PluginError, ProcessContext, Resolved, Routing};
 pub use plugin_port::PluginPort;
+pub use port_type::{Built, ConstructorKey, PortArgs, PortType};

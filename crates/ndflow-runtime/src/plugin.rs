@@ -66,6 +66,9 @@ pub trait Plugin: Send + Sync + 'static {
     fn inputs(&self) -> &'static [&'static str] {
         &[]
     }
+    /// Called once, when the port's store exists and before any frame or write: a plugin that
+    /// updates parameters from outside `process` (a subscriber count) keeps the store here.
+    fn attached(&self, _params: &Arc<ParamStore>) {}
     /// Processes one frame; outputs go through `ctx.emit`.
     fn process(
         &self,

@@ -1,89 +1,38 @@
 //! A plugin port: bounded input queue, concurrency limit, accounting, output sorting and
-//! throttling around one [`Plugin`] (NDPluginDriver's semantics, reference §4).
+//! throttling around one [`Plugin`] (NDPluginDriver's semantics).
 //!
 //! Every input transition (offer, drop, dequeue, finish) happens under the one queue lock,
-//! so an [`Accounting`] snapshot always balances exactly.
+//! so an [`Accounting`] snapshot always balances exactly. The parts: [`fanout`] (who gets
+//! the outputs), [`input`] (queue, workers, processing), [`output`] (throttling and sorting
+//! of outputs), [`publish`] (counters to parameters, the pool records).
+
+mod fanout;
+mod input;
+mod output;
+mod publish;
+
+pub(crate) use fanout::distinct;
+pub use fanout::Fanout;
+pub(crate) use fanout::Offer;
+use output::{Sorter, Throttle};
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ndflow_core::{NDArray, ParamStore, ParamValue, Pool};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 use crate::accounting::{Accounting, DropReason};
 use crate::attr_file::PortAttributes;
-use crate::graph::Wakeup;
 use crate::meta::FrameMeta;
 use crate::params::{ArrayBaseParams, PluginBase};
 use crate::plugin::{pool_of, Plugin, PluginError, ProcessContext, Routing};
 use crate::scheduler::Scheduler;
+use crate::wakeup::Wakeup;
 
 const NO_ID: i64 = i64::MIN;
-
-/// The plugins subscribed to a port's output.
-#[derive(Default)]
-pub struct Fanout {
-    subs: RwLock<Vec<Arc<PluginPort>>>,
-    /// Round-robin position: the subscriber after the one that took the last frame.
-    next: AtomicUsize,
-}
-
-/// How a frame is offered to a port. Fan-out always offers (a full queue drops and counts
-/// there); a scatter only hands a frame to a port that can take it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Offer {
-    Always,
-    /// Enabled, and room in its queue (a blocking port: not busy with another frame).
-    IfFree,
-    /// Enabled and blocking (runs the frame in the caller's thread, waiting for it).
-    IfBlocking,
-}
-
-impl Fanout {
-    pub(crate) fn offer_all(&self, frame: &Arc<NDArray>) {
-        crate::scheduler::batch(|| {
-            for s in self.subs.read().iter() {
-                s.offer(frame);
-            }
-        });
-    }
-    /// Hands the frame to exactly one subscriber: the next one round-robin that has room,
-    /// else the next blocking one (which back-pressures the caller). False when none can
-    /// take it; true also when there is no subscriber (nothing to deliver to).
-    pub(crate) fn offer_one(&self, frame: &Arc<NDArray>) -> bool {
-        let subs = self.subs.read();
-        let n = subs.len();
-        if n == 0 {
-            return true;
-        }
-        let start = self.next.load(Ordering::Relaxed);
-        for how in [Offer::IfFree, Offer::IfBlocking] {
-            for k in 0..n {
-                let i = (start + k) % n;
-                if subs[i].offer_as(frame, how) {
-                    // Concurrent scatter threads may race here: that only skews the turn.
-                    self.next.store(i + 1, Ordering::Relaxed);
-                    return true;
-                }
-            }
-        }
-        false
-    }
-    pub(crate) fn add(&self, port: Arc<PluginPort>) {
-        let mut subs = self.subs.write();
-        if !subs.iter().any(|p| Arc::ptr_eq(p, &port)) {
-            subs.push(port);
-        }
-    }
-    pub(crate) fn remove(&self, port: &Arc<PluginPort>) {
-        self.subs.write().retain(|p| !Arc::ptr_eq(p, port));
-    }
-    pub fn subscriber_names(&self) -> Vec<String> {
-        self.subs.read().iter().map(|p| p.name.clone()).collect()
-    }
-}
 
 /// Settings read on the offer path (kept under the queue lock).
 #[derive(Debug, Clone, Copy)]
@@ -110,18 +59,6 @@ struct InputState {
     in_flight_ids: BTreeMap<i32, u32>,
     last_accept: Option<Instant>,
     last_input: Option<Arc<NDArray>>,
-}
-
-struct Sorter {
-    pending: BTreeMap<(i32, u64), (Arc<NDArray>, Instant)>,
-    seq: u64,
-    sort_time: Duration,
-    sort_size: usize,
-}
-
-struct Throttle {
-    tokens: f64,
-    last: Instant,
 }
 
 pub struct PluginPort {
@@ -316,312 +253,6 @@ impl PluginPort {
         });
     }
 
-    /// Starts workers for queued frames if the concurrency limit allows more.
-    fn kick(self: &Arc<Self>) {
-        let mut st = self.state.lock();
-        let mut n = 0;
-        while st.running < st.cfg.num_threads && st.running < st.queue.len() {
-            st.running += 1;
-            n += 1;
-        }
-        drop(st);
-        for _ in 0..n {
-            self.sched.submit(self.clone());
-        }
-    }
-
-    /// Offers a frame to this port's input. Never blocks unless BlockingCallbacks = Yes.
-    pub fn offer(self: &Arc<Self>, frame: &Arc<NDArray>) {
-        self.offer_as(frame, Offer::Always);
-    }
-
-    /// [`PluginPort::offer`] if `how` allows it now; false (nothing counted) if not. Once
-    /// taken, the frame is this port's to count (processed or dropped with a reason).
-    pub(crate) fn offer_as(self: &Arc<Self>, frame: &Arc<NDArray>, how: Offer) -> bool {
-        let mut st = self.state.lock();
-        let cfg = st.cfg;
-        let take = match how {
-            Offer::Always => true,
-            Offer::IfFree if cfg.blocking => cfg.enabled && st.in_flight == 0,
-            Offer::IfFree => cfg.enabled && st.queue.len() < cfg.queue_size,
-            Offer::IfBlocking => cfg.enabled && cfg.blocking,
-        };
-        if !take {
-            return false;
-        }
-        st.offered += 1;
-        if !cfg.enabled {
-            st.dropped[DropReason::Disabled as usize] += 1;
-            return true;
-        }
-        if frame.is_compressed() && !self.plugin.accepts_compressed() {
-            st.dropped[DropReason::Unsupported as usize] += 1;
-            drop(st);
-            self.log_once(
-                "compressed",
-                &format!(
-                    "{}: dropping compressed input (codec '{}'): {} accepts only uncompressed frames",
-                    self.name,
-                    frame.codec.name,
-                    self.plugin.plugin_type()
-                ),
-            );
-            return true;
-        }
-        if !cfg.min_time.is_zero() {
-            let now = Instant::now();
-            if st
-                .last_accept
-                .is_some_and(|t| now.duration_since(t) < cfg.min_time)
-            {
-                st.dropped[DropReason::MinTime as usize] += 1;
-                return true;
-            }
-            st.last_accept = Some(now);
-        }
-        st.last_input = Some(frame.clone());
-        if cfg.blocking {
-            st.in_flight += 1;
-            *st.in_flight_ids.entry(frame.unique_id).or_insert(0) += 1;
-            st.accepted += 1;
-            let seq = st.accepted;
-            drop(st);
-            self.process_frame(frame.clone(), seq);
-            return true;
-        }
-        if st.queue.len() >= cfg.queue_size {
-            st.dropped[DropReason::QueueFull as usize] += 1;
-            return true;
-        }
-        st.accepted += 1;
-        let seq = st.accepted;
-        st.queue.push_back((frame.clone(), seq));
-        if st.running < cfg.num_threads {
-            st.running += 1;
-            drop(st);
-            self.sched.submit(self.clone());
-        }
-        true
-    }
-
-    /// One worker's turn: process one queued frame, then hand the port back to the pool —
-    /// unless no other task waits anywhere in the pool, in which case the same worker goes
-    /// on with the port's next frame. Handing the port back when nothing else waits only
-    /// woke the other worker to take it (a context switch per frame, ~1 per frame for a
-    /// single-thread writer fed faster than it writes); with any task waiting the port still
-    /// yields after each frame, so one slow port cannot hold a worker from other ports.
-    pub(crate) fn run_task(self: Arc<Self>, sched: &Arc<Scheduler>) {
-        loop {
-            let (frame, seq) = {
-                let mut st = self.state.lock();
-                match st.queue.pop_front() {
-                    Some((f, seq)) => {
-                        st.in_flight += 1;
-                        *st.in_flight_ids.entry(f.unique_id).or_insert(0) += 1;
-                        (f, seq)
-                    }
-                    None => {
-                        st.running = st.running.saturating_sub(1);
-                        return;
-                    }
-                }
-            };
-            self.process_frame(frame, seq);
-            let mut st = self.state.lock();
-            if st.queue.is_empty() || st.running > st.cfg.num_threads {
-                st.running = st.running.saturating_sub(1);
-                return;
-            }
-            drop(st);
-            if !sched.nothing_waiting() {
-                sched.submit_global(self);
-                return;
-            }
-        }
-    }
-
-    fn process_frame(&self, frame: Arc<NDArray>, seq: u64) {
-        let t0 = Instant::now();
-        let frame = self.attrs.attach(&frame, &self.params);
-        let pool = pool_of(&frame, &self.fallback_pool);
-        let mut outputs = Vec::new();
-        let result = {
-            let mut ctx =
-                ProcessContext::new(&self.params, &pool, &mut outputs).with_input_seq(seq);
-            self.plugin.process(&frame, &mut ctx)
-        };
-        self.exec_ns
-            .store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        // Readbacks show the output when there is one (ROI's size), else the input.
-        self.meta.lock().update(outputs.first().unwrap_or(&frame));
-        // A full downstream queue is counted, not logged (it is the expected overload case).
-        if let Some(e) = result
-            .as_ref()
-            .err()
-            .filter(|e| !matches!(e, PluginError::QueueFull(_)))
-        {
-            let msg = e.to_string();
-            self.log_once(
-                &msg,
-                &format!("{}: frame {} dropped: {msg}", self.name, frame.unique_id),
-            );
-        }
-        // A scatter output no downstream port could take: the input is dropped, not processed.
-        let mut undelivered = false;
-        for out in outputs {
-            undelivered |= !self.emit(out);
-        }
-        if undelivered {
-            self.log_once(
-                "undelivered",
-                &format!(
-                    "{}: frame {} dropped: no downstream port could take it (queues full or disabled)",
-                    self.name, frame.unique_id
-                ),
-            );
-        }
-        {
-            let mut st = self.state.lock();
-            st.in_flight -= 1;
-            if let Some(c) = st.in_flight_ids.get_mut(&frame.unique_id) {
-                *c -= 1;
-                if *c == 0 {
-                    st.in_flight_ids.remove(&frame.unique_id);
-                }
-            }
-            match &result {
-                Ok(()) if undelivered => st.dropped[DropReason::QueueFull as usize] += 1,
-                Ok(()) => st.processed += 1,
-                // The plugin cannot take this input (e.g. colour into a Mono-only kernel).
-                Err(PluginError::Unsupported(_)) => {
-                    st.dropped[DropReason::Unsupported as usize] += 1
-                }
-                Err(PluginError::QueueFull(_)) => st.dropped[DropReason::QueueFull as usize] += 1,
-                Err(_) => st.dropped[DropReason::Error as usize] += 1,
-            }
-        }
-        if result.is_ok() && !undelivered {
-            self.array_counter.fetch_add(1, Ordering::AcqRel);
-        }
-        if self.sorted.load(Ordering::Acquire) || !self.sorter.lock().pending.is_empty() {
-            self.flush_sorted(false);
-        }
-    }
-
-    /// Throttles, sorts and forwards one output. False only when a round-robin output found
-    /// no downstream port to take it (the caller counts the input as dropped).
-    fn emit(&self, out: Arc<NDArray>) -> bool {
-        let frames = f64::from_bits(self.max_array_rate.load(Ordering::Acquire));
-        if frames > 0.0 {
-            let mut t = self.frame_throttle.lock();
-            let now = Instant::now();
-            // At most one array of burst: outputs are spaced by 1/MaxArrayRate.
-            t.tokens = (t.tokens + frames * now.duration_since(t.last).as_secs_f64()).min(1.0);
-            t.last = now;
-            if t.tokens < 1.0 {
-                self.dropped_output.fetch_add(1, Ordering::Relaxed);
-                return true;
-            }
-            t.tokens -= 1.0;
-        }
-        let rate = f64::from_bits(self.max_byte_rate.load(Ordering::Acquire));
-        if rate > 0.0 {
-            let bytes = out.compressed_size as f64;
-            let mut t = self.throttle.lock();
-            let now = Instant::now();
-            // Token bucket holding at most one second's worth of bytes.
-            t.tokens = (t.tokens + rate * now.duration_since(t.last).as_secs_f64()).min(rate);
-            t.last = now;
-            if t.tokens < bytes {
-                self.dropped_output.fetch_add(1, Ordering::Relaxed);
-                return true;
-            }
-            t.tokens -= bytes;
-        }
-        // A scatter's outputs go to different ports: sorting them here would mean nothing
-        // (sort after the Gather), and delivery must be known now to count the input.
-        if self.sorted.load(Ordering::Acquire) && self.routing == Routing::Broadcast {
-            let first = {
-                let mut s = self.sorter.lock();
-                let seq = s.seq;
-                s.seq += 1;
-                let first = s.pending.is_empty();
-                s.pending
-                    .insert((out.unique_id, seq), (out, Instant::now()));
-                first
-            };
-            self.flush_sorted(false);
-            if first && !self.sorter.lock().pending.is_empty() {
-                self.housekeeping.kick();
-            }
-            true
-        } else {
-            self.forward(&out)
-        }
-    }
-
-    /// Passes one output to the subscribers; false when a round-robin one found no taker.
-    fn forward(&self, out: &Arc<NDArray>) -> bool {
-        let id = out.unique_id as i64;
-        let prev = self.last_emitted.swap(id, Ordering::AcqRel);
-        if prev != NO_ID && id != prev && id != prev + 1 {
-            self.disordered.fetch_add(1, Ordering::Relaxed);
-        }
-        if !self.array_callbacks.load(Ordering::Acquire) {
-            return true;
-        }
-        match self.routing {
-            Routing::Broadcast => {
-                self.fanout.offer_all(out);
-                true
-            }
-            Routing::RoundRobin => self.fanout.offer_one(out),
-        }
-    }
-
-    /// Emits sorted outputs whose turn has come: no earlier uniqueId is still being
-    /// processed, or the sort buffer is over SortSize, or (`timeouts`) the head waited longer
-    /// than SortTime. Holding the sorter lock while forwarding keeps the output order.
-    /// A merging port (several inputs) cannot see the frames still upstream, so it uses
-    /// areaDetector's rule instead of the in-flight one: the head goes when it is the next
-    /// uniqueId after the last emitted (or older), else on SortSize/SortTime.
-    pub(crate) fn flush_sorted(&self, timeouts: bool) {
-        let mut s = self.sorter.lock();
-        let sorted = self.sorted.load(Ordering::Acquire);
-        while let Some((&(id, seq), (_, since))) = s.pending.first_key_value() {
-            let min_busy = self
-                .state
-                .lock()
-                .in_flight_ids
-                .first_key_value()
-                .map(|(k, _)| *k);
-            let in_line = || {
-                let last = self.last_emitted.load(Ordering::Acquire);
-                last != NO_ID && i64::from(id) <= last + 1
-            };
-            let ready = !sorted
-                || (self.merge && in_line())
-                || (!self.merge && min_busy.is_none_or(|m| id <= m))
-                || s.pending.len() > s.sort_size
-                || (timeouts && since.elapsed() >= s.sort_time);
-            if !ready {
-                break;
-            }
-            if let Some((out, _)) = s.pending.remove(&(id, seq)) {
-                self.forward(&out);
-            }
-        }
-    }
-
-    /// When the first frame held for sorting goes out on SortTime; None when none is held.
-    /// The first by uniqueId, not the longest held: `flush_sorted` looks only at the head,
-    /// so an earlier deadline further back would have the housekeeping thread spin.
-    pub(crate) fn sort_deadline(&self) -> Option<Instant> {
-        let s = self.sorter.lock();
-        let (_, (_, since)) = s.pending.first_key_value()?;
-        since.checked_add(s.sort_time)
-    }
-
     fn log_once(&self, key: &str, msg: &str) {
         if self.logged.lock().insert(key.to_string()) {
             tracing::warn!("{msg}");
@@ -670,12 +301,12 @@ impl PluginPort {
         self.sources.lock().first().cloned().unwrap_or_default()
     }
 
-    /// Names of the ports subscribed to this one's output.
     /// The handles of NDArrayBase's parameters in this port's store.
     pub fn array_base(&self) -> &ArrayBaseParams {
         &self.base.array
     }
 
+    /// Names of the ports subscribed to this one's output.
     pub fn subscriber_names(&self) -> Vec<String> {
         self.fanout.subscriber_names()
     }
@@ -708,114 +339,4 @@ impl PluginPort {
         }
         names
     }
-
-    /// The pool this port's outputs are allocated from: that of its last input's buffer
-    /// (areaDetector's plugins allocate from their source's pool); none before a first input.
-    fn source_pool(&self) -> Option<Pool> {
-        let last = self.state.lock().last_input.clone();
-        last.map(|f| pool_of(&f, &self.fallback_pool))
-    }
-
-    fn pool_put(&self, idx: usize, value: &ParamValue) {
-        let (a, p) = (&self.base.array, &*self.params);
-        let v = value.as_f64().unwrap_or(0.0);
-        let pool = self.source_pool();
-        if a.pool_max_mem.is(idx) {
-            if let Some(pool) = pool {
-                pool.set_max_mem((v.max(0.0) * 1e6) as usize);
-            }
-        } else if a.empty_free_list.is(idx) && v != 0.0 {
-            if let Some(pool) = pool {
-                pool.empty_free_list();
-            }
-            a.empty_free_list.set(p, 0);
-        } else if a.pre_alloc_buffers.is(idx) && v != 0.0 {
-            let n = a.num_pre_alloc_buffers.get(p).max(0) as usize;
-            let bytes = a.array_size.get(p).max(0) as usize;
-            if let Some(Err(e)) = pool.map(|pool| pool.preallocate(n, bytes)) {
-                self.log_once("prealloc", &format!("{}: PreAllocBuffers: {e}", self.name));
-            }
-            a.pre_alloc_buffers.set(p, 0);
-        }
-    }
-
-    /// Writes the counters to the parameters (called at a bounded rate, and at the end).
-    pub(crate) fn publish(&self, rate_tick: bool) {
-        let a = self.accounting();
-        let (cfg, last) = {
-            let st = self.state.lock();
-            (st.cfg, st.last_input.clone())
-        };
-        let counter = self.array_counter();
-        let mut w: Vec<(usize, ParamValue)> = Vec::with_capacity(32);
-        let (x, b) = (&self.base.array, &self.base.plugin);
-        w.push(x.array_counter.value(counter));
-        w.push(b.arrays_offered.value(a.offered as i64));
-        w.push(b.arrays_processed.value(a.processed as i64));
-        let dropped = [
-            b.dropped_queue_full,
-            b.dropped_min_time,
-            b.dropped_unsupported,
-            b.dropped_disabled,
-            b.dropped_errors,
-        ];
-        for (h, r) in dropped.iter().zip(DropReason::ALL.iter()) {
-            w.push(h.value(a.dropped(*r) as i64));
-        }
-        let ad_dropped = a.dropped(DropReason::QueueFull) + a.dropped(DropReason::Unsupported);
-        let base = self.dropped_arrays_base.load(Ordering::Acquire);
-        w.push(
-            b.dropped_arrays
-                .value(ad_dropped.saturating_sub(base) as i64),
-        );
-        w.push(b.queue_use.value(a.queued as i64));
-        w.push(
-            b.queue_free
-                .value(cfg.queue_size.saturating_sub(a.queued as usize) as i64),
-        );
-        w.push(b.in_flight.value(a.in_flight as i64));
-        w.push(
-            b.execution_time
-                .value(self.exec_ns.load(Ordering::Relaxed) as f64 / 1e6),
-        );
-        w.push(b.disordered_arrays.value(self.disordered() as i64));
-        w.push(b.dropped_output_arrays.value(a.dropped_output as i64));
-        let sort_size = self.sorter.lock().sort_size;
-        w.push(
-            b.sort_free
-                .value(sort_size.saturating_sub(a.sort_pending as usize) as i64),
-        );
-        if rate_tick {
-            let mut r = self.rate.lock();
-            let dt = r.0.elapsed().as_secs_f64();
-            if dt > 0.0 {
-                w.push(x.array_rate.value(((counter - r.1).max(0)) as f64 / dt));
-            }
-            *r = (Instant::now(), counter);
-        }
-        if let Some(f) = last {
-            let s = pool_of(&f, &self.fallback_pool).stats();
-            w.push(x.pool_max_mem.value(s.max_mem as f64 / 1e6));
-            w.push(x.pool_used_mem.value(s.used_mem as f64 / 1e6));
-            w.push(x.pool_alloc_buffers.value(s.alloc_buffers as i64));
-            w.push(x.pool_free_buffers.value(s.free_buffers as i64));
-            w.push(
-                x.pool_used_buffers
-                    .value(s.alloc_buffers as i64 - s.free_buffers as i64),
-            );
-        }
-        self.meta.lock().write_to(x, true, &mut w);
-        self.params.set_many(&w);
-    }
-}
-
-/// The distinct non-empty names of `names`, in order.
-pub(crate) fn distinct(names: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::with_capacity(names.len());
-    for n in names {
-        if !n.is_empty() && !out.contains(n) {
-            out.push(n.clone());
-        }
-    }
-    out
 }
