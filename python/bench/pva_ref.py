@@ -12,7 +12,7 @@ usage:
       fast as it can (p4p does not wait for clients: what a slow client misses is squashed)
       and waits for stdin EOF.
 
-The environment must hold ../shared/loopback.env's variables (the Rust side passes them).
+The environment must hold scripts/loopback.env's variables (the Rust side passes them).
 """
 
 import json

@@ -1,7 +1,7 @@
 //! A test Channel Access server, for interop tests (python/tests/test_ca_server.py).
 //!
 //! Configuration comes from the EPICS_CAS_* / EPICS_CA_* variables (source
-//! ../shared/loopback.env first; EPICS_CA_SERVER_PORT=0 picks a free port). The first line on
+//! scripts/loopback.env first; EPICS_CA_SERVER_PORT=0 picks a free port). The first line on
 //! stdout is `CA tcp=127.0.0.1:NNNN udp=127.0.0.1:NNNN`. The server exits on stdin EOF.
 //!
 //! PVs (prefix `--prefix`, default `CATEST:`), see `ndflow_ca::testing`:

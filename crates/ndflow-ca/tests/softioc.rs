@@ -38,7 +38,7 @@ fn free_udp() -> u16 {
         .expect("free udp port")
 }
 
-/// The loopback variables of ../shared/loopback.env (defaults if the file is missing).
+/// The loopback variables of scripts/loopback.env (defaults if the file is missing).
 fn loopback_env() -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = [
         ("EPICS_CA_AUTO_ADDR_LIST", "NO"),
@@ -56,7 +56,7 @@ fn loopback_env() -> Vec<(String, String)> {
     .iter()
     .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
     .collect();
-    let f = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/loopback.env");
+    let f = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/loopback.env");
     if let Ok(text) = std::fs::read_to_string(f) {
         for line in text.lines().map(str::trim) {
             if line.starts_with('#') {

@@ -1,4 +1,4 @@
-//! NDAttribute: a named, typed value carried by a frame (reference §1.2).
+//! NDAttribute: a named, typed value carried by a frame.
 
 use crate::DataType;
 

@@ -1,4 +1,4 @@
-//! The frame: [`NDArray`] metadata plus a shared pixel [`Buffer`] (reference §1.1).
+//! The frame: [`NDArray`] metadata plus a shared pixel [`Buffer`].
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

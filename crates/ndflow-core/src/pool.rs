@@ -1,4 +1,4 @@
-//! The per-driver buffer pool (reference §1.4).
+//! The per-driver buffer pool.
 //!
 //! Buffers are 64-byte aligned (whole cache lines, so SIMD loads never straddle the start)
 //! and go back to their pool's free list when the last reference drops. The free list is

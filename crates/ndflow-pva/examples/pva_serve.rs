@@ -1,7 +1,7 @@
 //! A test pvAccess server with a few PVs, for interop tests (python/tests/test_pva_server.py).
 //!
 //! Configuration comes from the EPICS_PVAS_* / EPICS_PVA_* variables (source
-//! ../shared/loopback.env first; ports 0 = ephemeral). The first line on stdout is
+//! scripts/loopback.env first; ports 0 = ephemeral). The first line on stdout is
 //! `PVA tcp=127.0.0.1:NNNN udp=127.0.0.1:MMMM`. The server exits on stdin EOF (or SIGTERM).
 //!
 //! PVs (prefix `--prefix`, default `TEST:`):

@@ -1,4 +1,4 @@
-//! pvRequest (§1.9): what a client asks of a GET/PUT/MONITOR — which fields, and options such as
+//! pvRequest: what a client asks of a GET/PUT/MONITOR — which fields, and options such as
 //! `queueSize`, `pipeline` and `ackAny` under `record._options`.
 //!
 //! The request travels as a structure `{ field { a {} b { c {} } } record { _options { k "v" } } }`.

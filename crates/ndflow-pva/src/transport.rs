@@ -1,7 +1,7 @@
 //! Message framing over a byte stream (TCP), shared by the server and the client.
 //!
 //! Receiving: [`MessageReader`] yields one [`Message`] per application message, with segmented
-//! messages (§1.10) already joined, and passes control messages through as they come (they may sit
+//! messages already joined, and passes control messages through as they come (they may sit
 //! between segments). Each payload is read straight into one buffer of its exact size, so the
 //! arrays a decoder takes from it ([`Reader::over_shared`](crate::wire::Reader::over_shared)) are
 //! views of that buffer, not copies.
@@ -387,7 +387,7 @@ pub async fn write_message<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
-/// Application command codes (§1.7, §1.8).
+/// Application command codes.
 pub mod cmd {
     pub const BEACON: u8 = 0x00;
     pub const CONNECTION_VALIDATION: u8 = 0x01;

@@ -1,4 +1,4 @@
-//! Client message bodies against the captured bytes of protocols.md §1.13, and zero-copy decoding
+//! Client message bodies against the captured bytes of a captured exchange, and zero-copy decoding
 //! of monitor updates.
 mod common;
 

@@ -1,4 +1,4 @@
-//! The captured bytes of protocols.md §1.13 (p4p 4.3.0 client <-> pvxs 1.5.3 server).
+//! The captured bytes of a captured exchange (p4p 4.3.0 client <-> pvxs 1.5.3 server).
 mod common;
 use common::hex;
 use ndflow_pva::nt::ntndarray::{alarm_desc, time_desc};

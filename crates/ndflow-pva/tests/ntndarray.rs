@@ -8,7 +8,7 @@ use ndflow_pva::{
     BitSet, ByteOrder, FieldDesc, Members, NumArray, Reader, ScalarType, TypeCache, Value, Writer,
 };
 
-/// NTNDArray type description in normativeTypesCPP order (protocols.md §2.1), written out by hand
+/// NTNDArray type description in normativeTypesCPP order, written out by hand
 /// from the table, not from the code. Byte-order independent (no multi-byte integers).
 const SNAPSHOT: &str = r#"
 80 16"epics:nt/NTNDArray:1.0" 0c
@@ -186,7 +186,7 @@ fn p4p_desc() -> FieldDesc {
 
 #[test]
 fn p4p_get_data_capture() {
-    // §1.13: p4p server, 2x3 uint16: bitset 03 e2 00 30 = {1,5,6,7,20,21}; value selector 06 +
+    // The captured exchange: p4p server, 2x3 uint16: bitset 03 e2 00 30 = {1,5,6,7,20,21}; value selector 06 +
     // Size 6 + 12 bytes; sizes 12; uniqueId 0; dimension 02, 01+{3,0,3,1,false}, 01+{2,..}.
     // The pixel bytes and the empty attribute array are filled in (not shown in the capture).
     let d = p4p_desc();

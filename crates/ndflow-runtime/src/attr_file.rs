@@ -1,4 +1,4 @@
-//! NDAttributes files (reference §1.2): an XML list of attributes that a port attaches to every
+//! NDAttributes files: an XML list of attributes that a port attaches to every
 //! frame — a driver to the frames it produces, a plugin to each frame before it processes it
 //! (so a file writer's own list ends up in its files).
 //!

@@ -1,5 +1,5 @@
 //! The [`Driver`] trait: what a detector driver implements. The runtime's acquisition
-//! thread (ADDriver's behaviour, reference §2) owns timing, ImageMode counting, state,
+//! thread (ADDriver's behaviour) owns timing, ImageMode counting, state,
 //! uniqueId, timestamps, counters and fan-out; a driver only produces pixels.
 
 use ndflow_core::{NDArray, ParamDef, ParamStore, Pool};

@@ -1,4 +1,4 @@
-//! A driver port: the acquisition thread with ADDriver's behaviour (reference §2, §3):
+//! A driver port: the acquisition thread with ADDriver's behaviour:
 //! ImageMode Single/Multiple/Continuous, exposure and period timing, DetectorState,
 //! uniqueId and timestamps, ArrayCallbacks, WaitForPlugins, and the pool.
 

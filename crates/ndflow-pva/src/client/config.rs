@@ -28,7 +28,7 @@ pub enum ConfigError {
     BadDuration { var: &'static str, value: String },
 }
 
-/// Credentials chosen in connection validation (§1.6).
+/// Credentials chosen in connection validation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AuthMethod {
     Anonymous,

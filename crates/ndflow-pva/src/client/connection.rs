@@ -1,4 +1,4 @@
-//! One TCP connection to a server, shared by every channel on it (§1.6, §1.8).
+//! One TCP connection to a server, shared by every channel on it.
 //!
 //! A reader task decodes every server message in arrival order — it must, because the type cache
 //! (0xFD/0xFE) is a property of the stream — and hands each operation its decoded events through

@@ -1,4 +1,4 @@
-//! MONITOR subscriptions (§1.8.1): a task that finds the channel, subscribes (pipelined or not),
+//! MONITOR subscriptions: a task that finds the channel, subscribes (pipelined or not),
 //! forwards updates to the application's queue, and re-subscribes after a disconnect.
 //!
 //! Pipelining back-pressures end to end: the server may have at most `queue_size` updates

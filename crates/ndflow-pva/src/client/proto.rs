@@ -1,4 +1,4 @@
-//! Client-side message bodies (§1.6–§1.8): encoders for what a client sends and decoders for what
+//! Client-side message bodies: encoders for what a client sends and decoders for what
 //! a server answers. Pure functions over byte buffers, so they can be tested (and fuzzed) without
 //! sockets. Every decoder returns an error on malformed input; none panics.
 

@@ -1,4 +1,4 @@
-//! Channel search (§1.7): UDP requests to the address list and TCP requests to name servers,
+//! Channel search: UDP requests to the address list and TCP requests to name servers,
 //! retried with exponential backoff until a server claims the name or the caller gives up.
 //!
 //! All pending names are batched into as few SEARCH messages as fit a datagram. Replies come back

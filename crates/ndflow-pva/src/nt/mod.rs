@@ -1,7 +1,7 @@
 //! Normative types (`epics:nt/...`) as type descriptions and value helpers.
 //!
 //! [`scalar`], [`scalar_array`] and [`enumeration`] are the control-PV types QSRV serves for every
-//! record (§2.4); [`ntndarray`] is the image type. The helpers here edit a value in place and
+//! record; [`ntndarray`] is the image type. The helpers here edit a value in place and
 //! return the [`BitSet`] of what they changed, ready for `SharedPv::post`.
 
 pub mod ntenum;

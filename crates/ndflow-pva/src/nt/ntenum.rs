@@ -1,4 +1,4 @@
-//! `epics:nt/NTEnum:1.0` (§2.4): value `enum_t` { int index; string[] choices }, alarm,
+//! `epics:nt/NTEnum:1.0`: value `enum_t` { int index; string[] choices }, alarm,
 //! timeStamp. ophyd-async maps PVA enums and booleans through it.
 
 use crate::wire::{FieldDesc, ScalarType, Value};

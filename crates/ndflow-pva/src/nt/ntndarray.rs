@@ -1,4 +1,4 @@
-//! `epics:nt/NTNDArray:1.0` (§2.1) in normativeTypesCPP field order, as NDPluginPva builds it
+//! `epics:nt/NTNDArray:1.0` in normativeTypesCPP field order, as NDPluginPva builds it
 //! (with descriptor, alarm, timeStamp and display), plus a typed view for building and reading it.
 
 use std::sync::OnceLock;

@@ -1,4 +1,4 @@
-//! `epics:nt/NTScalar:1.0` and `epics:nt/NTScalarArray:1.0` (§2.4): value, alarm, timeStamp and,
+//! `epics:nt/NTScalar:1.0` and `epics:nt/NTScalarArray:1.0`: value, alarm, timeStamp and,
 //! for numbers and booleans, display (pvDataCPP `display_t`) and control (`control_t`).
 
 use crate::wire::{FieldDesc, NumArray, ScalarType, Value};

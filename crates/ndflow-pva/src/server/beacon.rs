@@ -1,4 +1,4 @@
-//! BEACON (§1.7): the server announces itself to the configured beacon list only (never to
+//! BEACON: the server announces itself to the configured beacon list only (never to
 //! automatic broadcast addresses). Beacons merely speed up clients' re-search.
 
 use std::net::SocketAddr;

@@ -1,9 +1,9 @@
-//! Channel operations (§1.8): GET, PUT (with the 0x40 fetch-current), MONITOR (INIT with
+//! Channel operations: GET, PUT (with the 0x40 fetch-current), MONITOR (INIT with
 //! pipelining, start/stop/ack/destroy), GET_FIELD, and polite refusals of RPC/PROCESS/PUT_GET.
 //!
 //! Each handler reads `sid, ioid[, subcmd]` and answers `ioid, subcmd, Status[, ...]`. A request
 //! for an unknown channel gets an error status; a late message for a destroyed request is
-//! ignored (§1.8: "late messages must be ignored, not treated as fatal").
+//! ignored ("late messages must be ignored, not treated as fatal").
 
 use std::sync::Arc;
 

@@ -1,4 +1,4 @@
-//! One MONITOR subscription (§1.8.1): a bounded queue between a PV's posts and a connection's
+//! One MONITOR subscription: a bounded queue between a PV's posts and a connection's
 //! writer, the pipeline window, and squashing.
 //!
 //! Posts [`offer`](Subscription::offer) updates; when the queue holds `queueSize` entries the new

@@ -1,4 +1,4 @@
-//! Discovery (§1.7): SEARCH requests over UDP (several messages per datagram, ORIGIN_TAG
+//! Discovery: SEARCH requests over UDP (several messages per datagram, ORIGIN_TAG
 //! tolerated) and over TCP (name-server mode), answered with SEARCH_RESPONSE for the names we
 //! serve — or for none when the client insists (mustReply).
 

@@ -1,4 +1,4 @@
-//! The protocol state of one client connection, independent of sockets: the handshake (§1.6),
+//! The protocol state of one client connection, independent of sockets: the handshake,
 //! ECHO, TCP search, channel creation and the table of open requests. [`Session::handle`] takes
 //! one received message and returns the replies; the GET/PUT/MONITOR/... handlers live in
 //! [`super::channel_ops`].

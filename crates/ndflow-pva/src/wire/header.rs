@@ -1,4 +1,4 @@
-//! The 8-byte message header (§1.2) and reassembly of segmented messages (§1.10).
+//! The 8-byte message header and reassembly of segmented messages.
 
 use super::{ByteOrder, DecodeError};
 

@@ -1,4 +1,4 @@
-//! Primitive encodings (§1.3): fixed-size scalars in the message byte order, Size, String, BitSet
+//! Primitive encodings: fixed-size scalars in the message byte order, Size, String, BitSet
 //! and Status, plus the [`Reader`]/[`Writer`] cursors every other encoder is built on.
 
 use super::{ByteOrder, DecodeError, EncodeError, SharedBytes};

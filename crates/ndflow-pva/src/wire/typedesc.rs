@@ -1,4 +1,4 @@
-//! Type introspection (§1.4): [`FieldDesc`] and the per-connection receive-side type cache.
+//! Type introspection: [`FieldDesc`] and the per-connection receive-side type cache.
 
 use std::collections::HashMap;
 

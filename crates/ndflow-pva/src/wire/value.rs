@@ -1,4 +1,4 @@
-//! Values (§1.5): a dynamic tree encoded and decoded against a [`FieldDesc`], in full or partially
+//! Values: a dynamic tree encoded and decoded against a [`FieldDesc`], in full or partially
 //! through a [`BitSet`] (GET/PUT/MONITOR data).
 
 use std::borrow::Cow;

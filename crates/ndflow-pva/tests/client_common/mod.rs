@@ -21,15 +21,9 @@ pub fn workspace() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
 }
 
-/// The variables of shared/loopback.env (everything on 127.0.0.1).
+/// The variables of scripts/loopback.env (everything on 127.0.0.1).
 pub fn loopback_env() -> Option<HashMap<String, String>> {
-    let candidates = [
-        workspace().join("../shared/loopback.env"),
-        PathBuf::from("/work/shared/loopback.env"),
-    ];
-    let text = candidates
-        .iter()
-        .find_map(|p| std::fs::read_to_string(p).ok())?;
+    let text = std::fs::read_to_string(workspace().join("scripts/loopback.env")).ok()?;
     Some(
         text.lines()
             .map(str::trim)
