@@ -17,9 +17,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ndflow_core::{ArrayValue, Buffer, DataType, NDArray, ParamDef, ParamStore, ParamValue};
-use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
+use ndflow_core::handle::join;
+use ndflow_core::{DataType, NDArray, ParamDef, ParamStore, ParamValue};
+use ndflow_runtime::params::{bind, bind_first, plugin_layout};
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
+
+use crate::timeseries::f64_values;
 
 /// Attributes per port.
 pub const MAX_ATTRIBUTES: usize = 8;
@@ -50,43 +54,36 @@ pub fn attribute_value(frame: &NDArray, name: &str) -> Option<f64> {
     }
 }
 
-macro_rules! attribute_params {
-    ($($n:literal),+) => {
-        &[
-            ParamDef::enumeration("Reset", &["Done Reset", "Reset"], 0)
-                .doc("Zero every Value, ValueSum and time series"),
-            $(
-                ParamDef::string(concat!($n, ":AttrName"), "")
-                    .long_string()
-                    .doc("Attribute to follow (or NDArrayUniqueId, NDArrayTimeStamp, ...)"),
-                ParamDef::float64(concat!($n, ":Value"), 0.0)
-                    .read_only()
-                    .doc("Value in the last frame that had the attribute"),
-                ParamDef::float64(concat!($n, ":ValueSum"), 0.0)
-                    .read_only()
-                    .doc("Sum of the values since Reset"),
-                ParamDef::array(concat!($n, ":TSArrayValue"), DataType::Float64)
-                    .doc("Time series of the values since Reset"),
-            )+
-        ]
-    };
+ndflow_core::params! {
+    /// NDAttribute's record (the port's).
+    pub const ATTRIBUTE_PORT_PARAMS, pub struct AttributeParams {
+        reset: enumeration("Reset", &["Done Reset", "Reset"], 0)
+            .doc("Zero every Value, ValueSum and time series"),
+    }
 }
 
-pub const ATTRIBUTE_PARAMS: &[ParamDef] = attribute_params!("1", "2", "3", "4", "5", "6", "7", "8");
-
-#[derive(Debug)]
-struct Slot {
-    name: usize,
-    value: usize,
-    sum: usize,
-    series: usize,
+ndflow_core::params! {
+    /// NDAttributeN's records once per attribute, prefixed `N:`.
+    pub const ATTRIBUTE_N_PARAMS: [pub struct AttributeNParams; "1", "2", "3", "4", "5", "6", "7", "8"] {
+        attr_name: string("AttrName", "")
+            .long_string()
+            .doc("Attribute to follow (or NDArrayUniqueId, NDArrayTimeStamp, ...)"),
+        value: float64("Value", 0.0)
+            .read_only()
+            .doc("Value in the last frame that had the attribute"),
+        value_sum: float64("ValueSum", 0.0)
+            .read_only()
+            .doc("Sum of the values since Reset"),
+        ts_array_value: array("TSArrayValue", DataType::Float64)
+            .doc("Time series of the values since Reset"),
+    }
 }
 
-#[derive(Debug)]
-struct Ix {
-    reset: usize,
-    slots: Vec<Slot>,
-}
+pub const ATTRIBUTE_PARAMS: &[ParamDef] = &join::<
+    { ATTRIBUTE_PORT_PARAMS.len() + ATTRIBUTE_N_PARAMS.len() },
+>(&[ATTRIBUTE_PORT_PARAMS, ATTRIBUTE_N_PARAMS]);
+
+const _: () = assert!(AttributeNParams::COUNT == MAX_ATTRIBUTES);
 
 #[derive(Debug, Default, Clone)]
 struct Acc {
@@ -103,52 +100,29 @@ struct State {
 /// NDPluginAttribute. Serial: the time series follow the input order.
 #[derive(Debug)]
 pub struct AttributePlugin {
-    ix: Resolved<Ix>,
+    p: AttributeParams,
+    attrs: Vec<AttributeNParams>,
     state: Mutex<State>,
 }
 
 impl Default for AttributePlugin {
     fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AttributePlugin {
+    pub fn new() -> AttributePlugin {
+        let layout = plugin_layout(ATTRIBUTE_PARAMS);
+        let attrs = bind_first(&layout, MAX_ATTRIBUTES, AttributeNParams::bind_first);
         AttributePlugin {
-            ix: Resolved::default(),
+            p: bind(&layout, AttributeParams::bind),
+            attrs,
             state: Mutex::new(State {
                 acc: vec![Acc::default(); MAX_ATTRIBUTES],
                 last_ts: None,
             }),
         }
-    }
-}
-
-fn series_value(v: &[f64]) -> ParamValue {
-    ParamValue::Array(ArrayValue {
-        data_type: DataType::Float64,
-        buffer: Buffer::from_bytes(bytemuck::cast_slice(v)),
-        len: v.len(),
-    })
-}
-
-impl AttributePlugin {
-    pub fn new() -> AttributePlugin {
-        AttributePlugin::default()
-    }
-
-    fn ix(&self, p: &ParamStore) -> Result<&Ix, PluginError> {
-        self.ix.get_or_resolve(|| {
-            let i = |n: String| param_index(p, "NDPluginAttribute", &n);
-            Ok(Ix {
-                reset: i("Reset".into())?,
-                slots: (1..=MAX_ATTRIBUTES)
-                    .map(|n| {
-                        Ok(Slot {
-                            name: i(format!("{n}:AttrName"))?,
-                            value: i(format!("{n}:Value"))?,
-                            sum: i(format!("{n}:ValueSum"))?,
-                            series: i(format!("{n}:TSArrayValue"))?,
-                        })
-                    })
-                    .collect::<Result<_, PluginError>>()?,
-            })
-        })
     }
 }
 
@@ -166,19 +140,16 @@ impl Plugin for AttributePlugin {
     }
 
     fn param_changed(&self, p: &ParamStore, idx: usize, value: &ParamValue) {
-        let Ok(ix) = self.ix(p) else {
-            return;
-        };
-        if idx != ix.reset || value.as_i64().unwrap_or(0) == 0 {
+        if !self.p.reset.is(idx) || value.as_i64().unwrap_or(0) == 0 {
             return;
         }
         let mut st = self.state.lock();
-        let mut writes = vec![(ix.reset, ParamValue::from(0))];
-        for (s, acc) in ix.slots.iter().zip(st.acc.iter_mut()) {
+        let mut writes = vec![self.p.reset.value(0)];
+        for (a, acc) in self.attrs.iter().zip(st.acc.iter_mut()) {
             *acc = Acc::default();
-            writes.push((s.value, 0.0.into()));
-            writes.push((s.sum, 0.0.into()));
-            writes.push((s.series, series_value(&[])));
+            writes.push(a.value.value(0.0));
+            writes.push(a.value_sum.value(0.0));
+            writes.push(a.ts_array_value.value(f64_values(&[])));
         }
         st.last_ts = None;
         p.set_many(&writes);
@@ -190,25 +161,26 @@ impl Plugin for AttributePlugin {
         ctx: &mut ProcessContext<'_>,
     ) -> Result<(), PluginError> {
         let p = ctx.params;
-        let ix = self.ix(p)?;
+        let names: Vec<String> =
+            p.with_values(|v| self.attrs.iter().map(|a| a.attr_name.read(v)).collect());
         let mut st = self.state.lock();
         let publish_ts = st.last_ts.is_none_or(|t| t.elapsed() >= TS_PERIOD);
         if publish_ts {
             st.last_ts = Some(Instant::now());
         }
         let mut writes = Vec::new();
-        for (s, acc) in ix.slots.iter().zip(st.acc.iter_mut()) {
-            let Some(v) = attribute_value(input, &p.get_str(s.name)) else {
+        for ((a, name), acc) in self.attrs.iter().zip(&names).zip(st.acc.iter_mut()) {
+            let Some(v) = attribute_value(input, name) else {
                 continue;
             };
             acc.sum += v;
             if acc.series.len() < MAX_TIME_SERIES {
                 acc.series.push(v);
             }
-            writes.push((s.value, v.into()));
-            writes.push((s.sum, acc.sum.into()));
+            writes.push(a.value.value(v));
+            writes.push(a.value_sum.value(acc.sum));
             if publish_ts || acc.series.len() <= TS_EVERY_FRAME {
-                writes.push((s.series, series_value(&acc.series)));
+                writes.push(a.ts_array_value.value(f64_values(&acc.series)));
             }
         }
         drop(st);

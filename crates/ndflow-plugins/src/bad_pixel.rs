@@ -24,12 +24,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use ndflow_core::{with_pixel_type, NDArray, ParamDef, ParamStore, ParamValue, Pixel};
-use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
+use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
-pub const BAD_PIXEL_PARAMS: &[ParamDef] = &[ParamDef::string("FileName", "")
-    .long_string()
-    .doc("JSON bad pixel file (read when written)")];
+ndflow_core::params! {
+    pub const BAD_PIXEL_PARAMS, pub struct BadPixelParams {
+        file_name: string("FileName", "")
+            .long_string()
+            .doc("JSON bad pixel file (read when written)"),
+    }
+}
 
 /// What to do with one bad pixel.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -172,22 +177,26 @@ fn fix_pixels<T: Pixel>(data: &mut [T], list: &BadPixelList, ax: Axis, ay: Axis)
 type Loaded = (String, Result<Arc<BadPixelList>, String>);
 
 /// NDPluginBadPixel. The list is shared; frames are independent: up to 8 threads.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct BadPixelPlugin {
-    file_name: Resolved<usize>,
+    p: BadPixelParams,
     loaded: Mutex<Option<Loaded>>,
     reload: AtomicBool,
 }
 
+impl Default for BadPixelPlugin {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl BadPixelPlugin {
     pub fn new() -> BadPixelPlugin {
-        BadPixelPlugin::default()
-    }
-
-    fn index(&self, p: &ParamStore) -> Result<usize, PluginError> {
-        self.file_name
-            .get_or_resolve(|| param_index(p, "NDPluginBadPixel", "FileName"))
-            .copied()
+        BadPixelPlugin {
+            p: bind(&plugin_layout(BAD_PIXEL_PARAMS), BadPixelParams::bind),
+            loaded: Mutex::new(None),
+            reload: AtomicBool::new(false),
+        }
     }
 
     /// The list for `name`, reading the file when it changed or a reload was asked for.
@@ -225,8 +234,8 @@ impl Plugin for BadPixelPlugin {
         8
     }
 
-    fn param_changed(&self, params: &ParamStore, idx: usize, _value: &ParamValue) {
-        if self.index(params).is_ok_and(|i| i == idx) {
+    fn param_changed(&self, _params: &ParamStore, idx: usize, _value: &ParamValue) {
+        if self.p.file_name.is(idx) {
             self.reload.store(true, Ordering::Release);
         }
     }
@@ -243,7 +252,7 @@ impl Plugin for BadPixelPlugin {
                 input.codec.name
             )));
         }
-        let name = ctx.params.get_str(self.index(ctx.params)?);
+        let name = self.p.file_name.get(ctx.params);
         let Some(list) = self.list(name.trim())? else {
             ctx.emit(Arc::clone(input));
             return Ok(());

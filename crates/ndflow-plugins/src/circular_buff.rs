@@ -28,102 +28,62 @@ pub mod calc;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use ndflow_core::handle::{Param, Str};
 use ndflow_core::{NDArray, ParamDef, ParamStore, ParamValue};
-use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
+use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
 use crate::attribute::attribute_value;
 use calc::{Calc, NARGS};
 
-pub const CIRCULAR_BUFF_PARAMS: &[ParamDef] = &[
-    ParamDef::enumeration("Capture", &["Done", "Capture"], 0)
-        .busy()
-        .readback_choices(&["Done", "Capturing"])
-        .doc("Start (ring fills, triggers armed) or stop capturing; completes when capture ends"),
-    ParamDef::string("StatusMessage", "Idle")
-        .read_only_plain()
-        .doc("Buffer filling / Buffer Wrapping / Flushing / Acquisition Completed / errors"),
-    ParamDef::string("TriggerA", "").doc("Attribute whose value is A in TriggerCalc"),
-    ParamDef::string("TriggerB", "").doc("Attribute whose value is B in TriggerCalc"),
-    ParamDef::float64("TriggerAVal", 0.0)
-        .read_only_plain()
-        .doc("A at the last evaluation (NaN: attribute missing)"),
-    ParamDef::float64("TriggerBVal", 0.0)
-        .read_only_plain()
-        .doc("B at the last evaluation (NaN: attribute missing)"),
-    ParamDef::string("TriggerCalc", "0")
-        .long_string()
-        .doc("EPICS calc expression; non-zero triggers (C=PreCount D=PostCount E=CurrentQty)"),
-    ParamDef::float64("TriggerCalcVal", 0.0)
-        .read_only_plain()
-        .doc("TriggerCalc's value at the last frame"),
-    ParamDef::int32("PreCount", 100)
-        .min(0.0)
-        .doc("Frames kept before a trigger (set while not capturing)"),
-    ParamDef::int32("PostCount", 100)
-        .min(0.0)
-        .doc("Frames sent from the trigger on, the triggering frame included"),
-    ParamDef::int32("CurrentQty", 0)
-        .read_only()
-        .doc("Frames in the ring"),
-    ParamDef::int32("PostTriggerQty", 0)
-        .read_only()
-        .doc("Frames sent since the trigger"),
-    ParamDef::enumeration("Trigger", &["Done", "Trigger"], 0)
-        .busy()
-        .readback_choices(&["Done", "Triggered"])
-        .doc("Soft trigger; reads Triggered until the trigger's post frames are out"),
-    ParamDef::int32("PresetTriggerCount", 1)
-        .min(0.0)
-        .doc("Triggers before capture ends; 0 = re-arm forever"),
-    ParamDef::int32("ActualTriggerCount", 0)
-        .read_only()
-        .doc("Triggers completed since Capture started"),
-    ParamDef::enumeration("FlushOnSoftTrg", &["OnNewImage", "Immediately"], 0)
-        .doc("On a soft trigger send the ring with the next frame, or at once"),
-];
-
-#[derive(Debug)]
-struct Ix {
-    capture: usize,
-    status: usize,
-    trig_a: usize,
-    trig_b: usize,
-    a_val: usize,
-    b_val: usize,
-    calc: usize,
-    calc_val: usize,
-    pre: usize,
-    post: usize,
-    qty: usize,
-    post_qty: usize,
-    trigger: usize,
-    preset: usize,
-    actual: usize,
-    flush_now: usize,
-}
-
-impl Ix {
-    fn resolve(p: &ParamStore) -> Result<Ix, PluginError> {
-        let i = |n: &str| param_index(p, "NDPluginCircularBuff", n);
-        Ok(Ix {
-            capture: i("Capture")?,
-            status: i("StatusMessage")?,
-            trig_a: i("TriggerA")?,
-            trig_b: i("TriggerB")?,
-            a_val: i("TriggerAVal")?,
-            b_val: i("TriggerBVal")?,
-            calc: i("TriggerCalc")?,
-            calc_val: i("TriggerCalcVal")?,
-            pre: i("PreCount")?,
-            post: i("PostCount")?,
-            qty: i("CurrentQty")?,
-            post_qty: i("PostTriggerQty")?,
-            trigger: i("Trigger")?,
-            preset: i("PresetTriggerCount")?,
-            actual: i("ActualTriggerCount")?,
-            flush_now: i("FlushOnSoftTrg")?,
-        })
+ndflow_core::params! {
+    pub const CIRCULAR_BUFF_PARAMS, pub struct CircularBuffParams {
+        capture: enumeration("Capture", &["Done", "Capture"], 0)
+            .busy()
+            .readback_choices(&["Done", "Capturing"])
+            .doc("Start (ring fills, triggers armed) or stop capturing; completes when capture ends"),
+        status_message: string("StatusMessage", "Idle")
+            .read_only_plain()
+            .doc("Buffer filling / Buffer Wrapping / Flushing / Acquisition Completed / errors"),
+        trigger_a: string("TriggerA", "").doc("Attribute whose value is A in TriggerCalc"),
+        trigger_b: string("TriggerB", "").doc("Attribute whose value is B in TriggerCalc"),
+        trigger_a_val: float64("TriggerAVal", 0.0)
+            .read_only_plain()
+            .doc("A at the last evaluation (NaN: attribute missing)"),
+        trigger_b_val: float64("TriggerBVal", 0.0)
+            .read_only_plain()
+            .doc("B at the last evaluation (NaN: attribute missing)"),
+        trigger_calc: string("TriggerCalc", "0")
+            .long_string()
+            .doc("EPICS calc expression; non-zero triggers (C=PreCount D=PostCount E=CurrentQty)"),
+        trigger_calc_val: float64("TriggerCalcVal", 0.0)
+            .read_only_plain()
+            .doc("TriggerCalc's value at the last frame"),
+        pre_count: int32("PreCount", 100)
+            .min(0.0)
+            .doc("Frames kept before a trigger (set while not capturing)"),
+        post_count: int32("PostCount", 100)
+            .min(0.0)
+            .doc("Frames sent from the trigger on, the triggering frame included"),
+        current_qty: int32("CurrentQty", 0)
+            .read_only()
+            .doc("Frames in the ring"),
+        post_trigger_qty: int32("PostTriggerQty", 0)
+            .read_only()
+            .doc("Frames sent since the trigger"),
+        trigger: enumeration("Trigger", &["Done", "Trigger"], 0)
+            .busy()
+            .readback_choices(&["Done", "Triggered"])
+            .doc("Soft trigger; reads Triggered until the trigger's post frames are out"),
+        preset_trigger_count: int32("PresetTriggerCount", 1)
+            .min(0.0)
+            .doc("Triggers before capture ends; 0 = re-arm forever"),
+        actual_trigger_count: int32("ActualTriggerCount", 0)
+            .read_only()
+            .doc("Triggers completed since Capture started"),
+        flush_on_soft_trg: enumeration("FlushOnSoftTrg", &["OnNewImage", "Immediately"], 0)
+            .doc("On a soft trigger send the ring with the next frame, or at once"),
     }
 }
 
@@ -144,19 +104,27 @@ struct State {
 }
 
 /// NDPluginCircularBuff. Serial: the ring's order is the input order.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CircularBuffPlugin {
-    ix: Resolved<Ix>,
+    p: CircularBuffParams,
     state: Mutex<State>,
+}
+
+impl Default for CircularBuffPlugin {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl CircularBuffPlugin {
     pub fn new() -> CircularBuffPlugin {
-        CircularBuffPlugin::default()
-    }
-
-    fn ix(&self, p: &ParamStore) -> Result<&Ix, PluginError> {
-        self.ix.get_or_resolve(|| Ix::resolve(p))
+        CircularBuffPlugin {
+            p: bind(
+                &plugin_layout(CIRCULAR_BUFF_PARAMS),
+                CircularBuffParams::bind,
+            ),
+            state: Mutex::default(),
+        }
     }
 
     fn idle_status(capacity: usize) -> &'static str {
@@ -168,84 +136,93 @@ impl CircularBuffPlugin {
     }
 
     /// Evaluates TriggerCalc on `frame`; returns whether it triggers.
-    fn evaluate(&self, st: &mut State, p: &ParamStore, ix: &Ix, frame: &NDArray) -> bool {
-        let text = p.get_str(ix.calc);
+    fn evaluate(&self, st: &mut State, params: &ParamStore, frame: &NDArray) -> bool {
+        let p = &self.p;
+        let text = p.trigger_calc.get(params);
         if st.calc.as_ref().is_none_or(|(t, _)| *t != text) {
             let parsed = Calc::parse(&text).map_err(|e| format!("TriggerCalc: {e}"));
             st.calc = Some((text, parsed));
         }
-        let value_of = |idx: usize| {
-            let name = p.get_str(idx);
+        let value_of = |attr: Param<Str>| {
+            let name = attr.get(params);
             attribute_value(frame, &name).unwrap_or(f64::NAN)
         };
         let mut args = [0.0; NARGS];
-        args[0] = value_of(ix.trig_a);
-        args[1] = value_of(ix.trig_b);
-        args[2] = p.get_f64(ix.pre);
-        args[3] = p.get_f64(ix.post);
+        args[0] = value_of(p.trigger_a);
+        args[1] = value_of(p.trigger_b);
+        args[2] = p.pre_count.get(params) as f64;
+        args[3] = p.post_count.get(params) as f64;
         args[4] = st.ring.len() as f64;
         args[5] = 0.0;
-        let mut writes = vec![(ix.a_val, args[0].into()), (ix.b_val, args[1].into())];
+        let mut writes = vec![
+            p.trigger_a_val.value(args[0]),
+            p.trigger_b_val.value(args[1]),
+        ];
         let result = match &st.calc {
             Some((_, Ok(calc))) => Some(calc.eval(&args)),
             Some((_, Err(msg))) => {
-                writes.push((ix.status, msg.clone().into()));
+                writes.push(p.status_message.value(msg.clone()));
                 None
             }
             None => None,
         };
         if let Some(v) = result {
-            writes.push((ix.calc_val, v.into()));
+            writes.push(p.trigger_calc_val.value(v));
         }
-        p.set_many(&writes);
+        params.set_many(&writes);
         result.is_some_and(|v| v.is_finite() && v != 0.0)
     }
 
-    fn start(&self, p: &ParamStore, ix: &Ix) {
+    fn start(&self, params: &ParamStore) {
+        let p = &self.p;
         let mut st = self.state.lock();
-        st.capacity = p.get_i64(ix.pre).max(0) as usize;
+        st.capacity = p.pre_count.get(params).max(0) as usize;
         st.ring = VecDeque::with_capacity(st.capacity);
         st.pending.clear();
         st.triggered = false;
         st.flushed = false;
         st.post_sent = 0;
         st.actual = 0;
-        p.set_many(&[
-            (ix.trigger, 0.into()),
-            (ix.qty, 0.into()),
-            (ix.post_qty, 0.into()),
-            (ix.actual, 0.into()),
-            (ix.status, Self::idle_status(st.capacity).into()),
+        params.set_many(&[
+            p.trigger.value(0),
+            p.current_qty.value(0),
+            p.post_trigger_qty.value(0),
+            p.actual_trigger_count.value(0),
+            p.status_message
+                .value(Self::idle_status(st.capacity).into()),
         ]);
     }
 
-    fn stop(&self, p: &ParamStore, ix: &Ix) {
+    fn stop(&self, params: &ParamStore) {
+        let p = &self.p;
         let mut st = self.state.lock();
         st.ring.clear();
         st.pending.clear();
         st.triggered = false;
-        p.set_many(&[
-            (ix.trigger, 0.into()),
-            (ix.qty, 0.into()),
-            (ix.status, "Acquisition Stopped".into()),
+        params.set_many(&[
+            p.trigger.value(0),
+            p.current_qty.value(0),
+            p.status_message.value("Acquisition Stopped".into()),
         ]);
     }
 
-    fn soft_trigger(&self, p: &ParamStore, ix: &Ix) {
-        if p.get_i64(ix.capture) == 0 {
-            p.set_many(&[
-                (ix.trigger, 0.into()),
-                (ix.status, "Not capturing: trigger ignored".into()),
+    fn soft_trigger(&self, params: &ParamStore) {
+        let p = &self.p;
+        if p.capture.get(params) == 0 {
+            params.set_many(&[
+                p.trigger.value(0),
+                p.status_message
+                    .value("Not capturing: trigger ignored".into()),
             ]);
             return;
         }
         let mut st = self.state.lock();
         st.triggered = true;
-        if p.get_i64(ix.flush_now) != 0 && !st.flushed {
+        if p.flush_on_soft_trg.get(params) != 0 && !st.flushed {
             st.flushed = true;
             let ring: Vec<_> = st.ring.drain(..).collect();
             st.pending.extend(ring);
-            let _ = p.set(ix.qty, 0);
+            p.current_qty.set(params, 0);
         }
     }
 }
@@ -263,28 +240,27 @@ impl Plugin for CircularBuffPlugin {
         true
     }
 
-    fn param_changed(&self, p: &ParamStore, idx: usize, value: &ParamValue) {
-        let Ok(ix) = self.ix(p) else {
-            return;
-        };
+    fn param_changed(&self, params: &ParamStore, idx: usize, value: &ParamValue) {
+        let p = &self.p;
         let on = value.as_i64().unwrap_or(0) != 0;
-        if idx == ix.capture {
+        if p.capture.is(idx) {
             if on {
-                self.start(p, ix);
+                self.start(params);
             } else {
-                self.stop(p, ix);
+                self.stop(params);
             }
-        } else if idx == ix.trigger && on {
-            self.soft_trigger(p, ix);
-        } else if idx == ix.pre && p.get_i64(ix.capture) != 0 {
+        } else if p.trigger.is(idx) && on {
+            self.soft_trigger(params);
+        } else if p.pre_count.is(idx) && p.capture.get(params) != 0 {
             let applied = self.state.lock().capacity;
-            p.set_many(&[
-                (ix.pre, applied.into()),
-                (ix.status, "Stop acquisition to set pre-count".into()),
+            params.set_many(&[
+                p.pre_count.value(applied as i64),
+                p.status_message
+                    .value("Stop acquisition to set pre-count".into()),
             ]);
-        } else if idx == ix.calc && p.get_str(ix.calc).trim().is_empty() {
+        } else if p.trigger_calc.is(idx) && p.trigger_calc.get(params).trim().is_empty() {
             // As ADCore: an empty expression is "0".
-            let _ = p.set(ix.calc, "0");
+            p.trigger_calc.set(params, "0".into());
         }
     }
 
@@ -301,15 +277,14 @@ impl Plugin for CircularBuffPlugin {
         input: &Arc<NDArray>,
         ctx: &mut ProcessContext<'_>,
     ) -> Result<(), PluginError> {
-        let p = ctx.params;
-        let ix = self.ix(p)?;
+        let (params, p) = (ctx.params, &self.p);
         let mut st = self.state.lock();
-        if p.get_i64(ix.capture) == 0 {
+        if p.capture.get(params) == 0 {
             return Ok(());
         }
-        if !st.triggered && self.evaluate(&mut st, p, ix, input) {
+        if !st.triggered && self.evaluate(&mut st, params, input) {
             st.triggered = true;
-            let _ = p.set(ix.trigger, 1);
+            p.trigger.set(params, 1);
         }
         if !st.triggered {
             if st.capacity > 0 {
@@ -319,7 +294,7 @@ impl Plugin for CircularBuffPlugin {
                 st.ring.push_back(Arc::clone(input));
             }
             let full = st.ring.len() == st.capacity;
-            let mut writes = vec![(ix.qty, st.ring.len().into())];
+            let mut writes = vec![p.current_qty.value(st.ring.len() as i64)];
             // A TriggerCalc error stays in StatusMessage until the expression is fixed.
             let calc_error = matches!(st.calc, Some((_, Err(_))));
             if full && !calc_error {
@@ -328,9 +303,9 @@ impl Plugin for CircularBuffPlugin {
                 } else {
                     "Dropping frames"
                 };
-                writes.push((ix.status, s.into()));
+                writes.push(p.status_message.value(s.into()));
             }
-            p.set_many(&writes);
+            params.set_many(&writes);
             return Ok(());
         }
         for f in st.pending.drain(..) {
@@ -345,28 +320,31 @@ impl Plugin for CircularBuffPlugin {
         ctx.emit(Arc::clone(input));
         st.post_sent += 1;
         let mut writes = vec![
-            (ix.qty, 0.into()),
-            (ix.post_qty, ParamValue::from(st.post_sent)),
-            (ix.status, "Flushing".into()),
+            p.current_qty.value(0),
+            p.post_trigger_qty.value(st.post_sent),
+            p.status_message.value("Flushing".into()),
         ];
-        if st.post_sent >= p.get_i64(ix.post) {
+        if st.post_sent >= p.post_count.get(params) {
             st.actual += 1;
             st.triggered = false;
-            writes.push((ix.actual, ParamValue::from(st.actual)));
-            let preset = p.get_i64(ix.preset);
+            writes.push(p.actual_trigger_count.value(st.actual));
+            let preset = p.preset_trigger_count.get(params);
             if preset == 0 || st.actual < preset {
                 // Re-arm: a fresh ring for the next trigger.
                 st.flushed = false;
                 st.post_sent = 0;
-                writes.push((ix.post_qty, 0.into()));
-                writes.push((ix.status, Self::idle_status(st.capacity).into()));
+                writes.push(p.post_trigger_qty.value(0));
+                writes.push(
+                    p.status_message
+                        .value(Self::idle_status(st.capacity).into()),
+                );
             } else {
-                writes.push((ix.capture, 0.into()));
-                writes.push((ix.status, "Acquisition Completed".into()));
+                writes.push(p.capture.value(0));
+                writes.push(p.status_message.value("Acquisition Completed".into()));
             }
-            writes.push((ix.trigger, 0.into()));
+            writes.push(p.trigger.value(0));
         }
-        p.set_many(&writes);
+        params.set_many(&writes);
         Ok(())
     }
 }

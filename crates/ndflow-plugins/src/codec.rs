@@ -21,87 +21,60 @@ use std::sync::Arc;
 use ndflow_codec::blosc::{BloscCompressor, BloscParams, BloscShuffle};
 use ndflow_codec::bslz4::BsFraming;
 use ndflow_codec::{blosc, bslz4, jpeg, lz4, zlib, CodecError};
-use ndflow_core::{Codec, ColorMode, DataType, NDArray, ParamDef, ParamStore, ParamValue, Pool};
-use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
+use ndflow_core::{Codec, ColorMode, DataType, NDArray, ParamDef, ParamStore, Pool};
+use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 
 /// Compressor menu, in NDCodec.template's order.
 pub const COMPRESSORS: &[&str] = &["None", "JPEG", "Zlib", "Blosc", "LZ4", "LZ4HDF5", "BSLZ4"];
 
-pub const CODEC_PARAMS: &[ParamDef] = &[
-    ParamDef::enumeration("Mode", &["Compress", "Decompress"], 0)
-        .doc("Compress with Compressor, or decompress whatever codec the frame has"),
-    ParamDef::enumeration("Compressor", COMPRESSORS, 0).doc("Codec used in Compress mode"),
-    ParamDef::float64("CompFactor", 1.0)
-        .read_only()
-        .doc("Uncompressed bytes / compressed bytes of the last frame"),
-    ParamDef::int32("JPEGQuality", 85)
-        .range(1.0, 100.0)
-        .doc("JPEG quality (1-100)"),
-    ParamDef::int32("ZlibCLevel", 6)
-        .range(0.0, 9.0)
-        .doc("Zlib compression level (0-9)"),
-    ParamDef::enumeration("BloscCompressor", &BloscCompressor::CHOICES, 0)
-        .doc("Compressor inside the Blosc frame"),
-    ParamDef::int32("BloscCLevel", 5)
-        .range(0.0, 9.0)
-        .doc("Blosc compression level (0-9)"),
-    ParamDef::enumeration("BloscShuffle", &BloscShuffle::CHOICES, 0)
-        .doc("Blosc shuffle: none, byte or bit"),
-    ParamDef::int32("BloscNumThreads", 1)
-        .range(1.0, 256.0)
-        .doc("Blosc internal threads"),
-    ParamDef::int32("LZ4HDF5BlockSize", 0)
-        .min(0.0)
-        .doc("LZ4HDF5 block size in bytes (0 = one block per frame)"),
-    ParamDef::enumeration("CodecStatus", &["Success", "Warning", "Error"], 0)
-        .read_only_plain()
-        .doc("Result of the last frame"),
-    ParamDef::string("CodecError", "")
-        .read_only_plain()
-        .long_string()
-        .doc("Why the last frame failed"),
-];
-
-#[derive(Debug)]
-struct Indices {
-    mode: usize,
-    compressor: usize,
-    comp_factor: usize,
-    jpeg_quality: usize,
-    zlib_level: usize,
-    blosc_compressor: usize,
-    blosc_clevel: usize,
-    blosc_shuffle: usize,
-    blosc_threads: usize,
-    lz4hdf5_block: usize,
-    status: usize,
-    error: usize,
-}
-
-impl Indices {
-    fn resolve(p: &ParamStore) -> Result<Indices, PluginError> {
-        let one = |name: &str| param_index(p, "NDPluginCodec", name);
-        Ok(Indices {
-            mode: one("Mode")?,
-            compressor: one("Compressor")?,
-            comp_factor: one("CompFactor")?,
-            jpeg_quality: one("JPEGQuality")?,
-            zlib_level: one("ZlibCLevel")?,
-            blosc_compressor: one("BloscCompressor")?,
-            blosc_clevel: one("BloscCLevel")?,
-            blosc_shuffle: one("BloscShuffle")?,
-            blosc_threads: one("BloscNumThreads")?,
-            lz4hdf5_block: one("LZ4HDF5BlockSize")?,
-            status: one("CodecStatus")?,
-            error: one("CodecError")?,
-        })
+ndflow_core::params! {
+    pub const CODEC_PARAMS, pub struct CodecParams {
+        mode: enumeration("Mode", &["Compress", "Decompress"], 0)
+            .doc("Compress with Compressor, or decompress whatever codec the frame has"),
+        compressor: enumeration("Compressor", COMPRESSORS, 0).doc("Codec used in Compress mode"),
+        comp_factor: float64("CompFactor", 1.0)
+            .read_only()
+            .doc("Uncompressed bytes / compressed bytes of the last frame"),
+        jpeg_quality: int32("JPEGQuality", 85)
+            .range(1.0, 100.0)
+            .doc("JPEG quality (1-100)"),
+        zlib_c_level: int32("ZlibCLevel", 6)
+            .range(0.0, 9.0)
+            .doc("Zlib compression level (0-9)"),
+        blosc_compressor: enumeration("BloscCompressor", &BloscCompressor::CHOICES, 0)
+            .doc("Compressor inside the Blosc frame"),
+        blosc_c_level: int32("BloscCLevel", 5)
+            .range(0.0, 9.0)
+            .doc("Blosc compression level (0-9)"),
+        blosc_shuffle: enumeration("BloscShuffle", &BloscShuffle::CHOICES, 0)
+            .doc("Blosc shuffle: none, byte or bit"),
+        blosc_num_threads: int32("BloscNumThreads", 1)
+            .range(1.0, 256.0)
+            .doc("Blosc internal threads"),
+        lz4_hdf5_block_size: int32("LZ4HDF5BlockSize", 0)
+            .min(0.0)
+            .doc("LZ4HDF5 block size in bytes (0 = one block per frame)"),
+        codec_status: enumeration("CodecStatus", &["Success", "Warning", "Error"], 0)
+            .read_only_plain()
+            .doc("Result of the last frame"),
+        codec_error: string("CodecError", "")
+            .read_only_plain()
+            .long_string()
+            .doc("Why the last frame failed"),
     }
 }
 
 /// NDPluginCodec. Stateless per frame: up to 8 threads.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CodecPlugin {
-    indices: Resolved<Indices>,
+    p: CodecParams,
+}
+
+impl Default for CodecPlugin {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// One frame's settings, read under one lock.
@@ -120,31 +93,27 @@ fn codec_err(e: CodecError) -> PluginError {
 
 impl CodecPlugin {
     pub fn new() -> CodecPlugin {
-        CodecPlugin::default()
+        CodecPlugin {
+            p: bind(&plugin_layout(CODEC_PARAMS), CodecParams::bind),
+        }
     }
 
-    fn indices(&self, p: &ParamStore) -> Result<&Indices, PluginError> {
-        self.indices.get_or_resolve(|| Indices::resolve(p))
-    }
-
-    fn settings(ix: &Indices, p: &ParamStore) -> Settings {
-        p.with_values(|v| {
-            let int = |i: usize| v.get(i).and_then(ParamValue::as_i64).unwrap_or(0);
-            Settings {
-                decompress: int(ix.mode) == 1,
-                compressor: int(ix.compressor).clamp(0, COMPRESSORS.len() as i64 - 1) as usize,
-                jpeg_quality: int(ix.jpeg_quality).clamp(1, 100) as u8,
-                zlib_level: int(ix.zlib_level).clamp(0, 9) as i32,
-                blosc: BloscParams {
-                    compressor: BloscCompressor::from_index(int(ix.blosc_compressor))
-                        .unwrap_or_default(),
-                    clevel: int(ix.blosc_clevel).clamp(0, 9) as u8,
-                    shuffle: BloscShuffle::from_index(int(ix.blosc_shuffle)).unwrap_or_default(),
-                    num_threads: int(ix.blosc_threads).clamp(1, 256) as usize,
-                    block_size: 0,
-                },
-                lz4hdf5_block: int(ix.lz4hdf5_block).max(0) as usize,
-            }
+    fn settings(&self, params: &ParamStore) -> Settings {
+        let p = &self.p;
+        params.with_values(|v| Settings {
+            decompress: p.mode.read(v) == 1,
+            compressor: p.compressor.read(v).clamp(0, COMPRESSORS.len() as i64 - 1) as usize,
+            jpeg_quality: p.jpeg_quality.read(v).clamp(1, 100) as u8,
+            zlib_level: p.zlib_c_level.read(v).clamp(0, 9) as i32,
+            blosc: BloscParams {
+                compressor: BloscCompressor::from_index(p.blosc_compressor.read(v))
+                    .unwrap_or_default(),
+                clevel: p.blosc_c_level.read(v).clamp(0, 9) as u8,
+                shuffle: BloscShuffle::from_index(p.blosc_shuffle.read(v)).unwrap_or_default(),
+                num_threads: p.blosc_num_threads.read(v).clamp(1, 256) as usize,
+                block_size: 0,
+            },
+            lz4hdf5_block: p.lz4_hdf5_block_size.read(v).max(0) as usize,
         })
     }
 }
@@ -278,8 +247,8 @@ impl Plugin for CodecPlugin {
         input: &Arc<NDArray>,
         ctx: &mut ProcessContext<'_>,
     ) -> Result<(), PluginError> {
-        let ix = self.indices(ctx.params)?;
-        let s = Self::settings(ix, ctx.params);
+        let p = &self.p;
+        let s = self.settings(ctx.params);
         let result = if s.decompress {
             if input.is_compressed() {
                 decompress(input, ctx.pool()).map(Some)
@@ -302,16 +271,16 @@ impl Plugin for CodecPlugin {
                     _ => 1.0,
                 };
                 ctx.params.set_many(&[
-                    (ix.comp_factor, factor.into()),
-                    (ix.status, 0.into()),
-                    (ix.error, "".into()),
+                    p.comp_factor.value(factor),
+                    p.codec_status.value(0),
+                    p.codec_error.value(String::new()),
                 ]);
                 ctx.emit(out);
                 Ok(())
             }
             Err(e) => {
                 ctx.params
-                    .set_many(&[(ix.status, 2.into()), (ix.error, e.to_string().into())]);
+                    .set_many(&[p.codec_status.value(2), p.codec_error.value(e.to_string())]);
                 Err(e)
             }
         }

@@ -24,10 +24,9 @@ mod tests;
 
 use std::sync::Arc;
 
-use ndflow_core::{
-    with_pixel_type, BayerPattern, ColorMode, DataType, Dim, NDArray, ParamDef, ParamStore,
-};
-use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
+use ndflow_core::{with_pixel_type, BayerPattern, ColorMode, DataType, Dim, NDArray, ParamDef};
+use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 
 pub use kernel::{false_colour, FalseColor};
 
@@ -36,12 +35,14 @@ pub const COLOR_MODE_OUT_CHOICES: &[&str] = &[
     "Mono", "Bayer", "RGB1", "RGB2", "RGB3", "YUV444", "YUV422", "YUV421",
 ];
 
-pub const COLOR_CONVERT_PARAMS: &[ParamDef] = &[
-    ParamDef::enumeration("ColorModeOut", COLOR_MODE_OUT_CHOICES, 2)
-        .doc("Colour mode of the output (Bayer and YUV outputs are not supported)"),
-    ParamDef::enumeration("FalseColor", &["None", "Rainbow", "Iron"], 0)
-        .doc("Colour map for Mono -> RGB of Int8/UInt8 frames"),
-];
+ndflow_core::params! {
+    pub const COLOR_CONVERT_PARAMS, pub struct ColorConvertParams {
+        color_mode_out: enumeration("ColorModeOut", COLOR_MODE_OUT_CHOICES, 2)
+            .doc("Colour mode of the output (Bayer and YUV outputs are not supported)"),
+        false_color: enumeration("FalseColor", &["None", "Rainbow", "Iron"], 0)
+            .doc("Colour map for Mono -> RGB of Int8/UInt8 frames"),
+    }
+}
 
 /// Where a frame's colours are, in element strides: pixel (x, y) colour c is at
 /// `x·xs + y·ys + c·cs`.
@@ -124,31 +125,26 @@ fn bayer_pattern(frame: &NDArray) -> BayerPattern {
     }
 }
 
-#[derive(Debug)]
-struct Indices {
-    mode_out: usize,
-    false_color: usize,
-}
-
 /// NDPluginColorConvert. Stateless per frame: up to 8 worker threads.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ColorConvertPlugin {
-    indices: Resolved<Indices>,
+    p: ColorConvertParams,
 }
 
 impl ColorConvertPlugin {
     pub fn new() -> ColorConvertPlugin {
-        ColorConvertPlugin::default()
+        ColorConvertPlugin {
+            p: bind(
+                &plugin_layout(COLOR_CONVERT_PARAMS),
+                ColorConvertParams::bind,
+            ),
+        }
     }
+}
 
-    fn indices(&self, p: &ParamStore) -> Result<&Indices, PluginError> {
-        self.indices.get_or_resolve(|| {
-            let one = |n: &str| param_index(p, "NDPluginColorConvert", n);
-            Ok(Indices {
-                mode_out: one("ColorModeOut")?,
-                false_color: one("FalseColor")?,
-            })
-        })
+impl Default for ColorConvertPlugin {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -176,8 +172,8 @@ impl Plugin for ColorConvertPlugin {
                 input.codec.name
             )));
         }
-        let ix = self.indices(ctx.params)?;
-        let mode_out = ColorMode::from_index(ctx.params.get_i64(ix.mode_out)).unwrap_or_default();
+        let mode_out =
+            ColorMode::from_index(self.p.color_mode_out.get(ctx.params)).unwrap_or_default();
         let (mode_in, w, h) = input_mode(input)?;
         if mode_in == mode_out {
             ctx.emit(Arc::clone(input));
@@ -193,7 +189,7 @@ impl Plugin for ColorConvertPlugin {
             )));
         }
         let dt = input.data_type;
-        let fc = match (dt, ctx.params.get_i64(ix.false_color)) {
+        let fc = match (dt, self.p.false_color.get(ctx.params)) {
             (DataType::UInt8 | DataType::Int8, 1) => FalseColor::Rainbow,
             (DataType::UInt8 | DataType::Int8, 2) => FalseColor::Iron,
             _ => FalseColor::None,

@@ -21,72 +21,37 @@ use std::sync::Arc;
 use ndflow_core::{
     with_pixel_type, ArrayValue, DataType, NDArray, ParamDef, ParamStore, ParamValue, Pixel,
 };
-use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
+use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 use rustfft::num_complex::Complex;
 use rustfft::{FftDirection, FftPlanner};
 
-pub const FFT_PARAMS: &[ParamDef] = &[
-    ParamDef::float64("FFTTimePerPointLink", 0.1)
-        .doc("Input link for FFTTimePerPoint: a write is copied to FFTTimePerPoint"),
-    ParamDef::float64("FFTTimePerPoint", 0.1).doc("Time between input points (s)"),
-    ParamDef::array("FFTTimeAxis", DataType::Float64).doc("Time of each input point"),
-    ParamDef::array("FFTFreqAxis", DataType::Float64).doc("Frequency of each output point"),
-    ParamDef::enumeration("FFTDirection", &["Time to freq.", "Freq. to time"], 0)
-        .doc("Sign of the transform (ADCore computes only Time to freq.)"),
-    ParamDef::enable("FFTSuppressDC", 0).doc("Zero the DC element of the outputs"),
-    ParamDef::int32("FFTNumAverage", 1)
-        .min(1.0)
-        .doc("Frames in the recursive average of |FFT|"),
-    ParamDef::int32("FFTNumAveraged", 1)
-        .read_only_plain()
-        .doc("N of the recursive average for the next frame"),
-    ParamDef::enumeration("FFTResetAverage", &["Done", "Reset"], 0)
-        .doc("Restart the average at the next frame"),
-    ParamDef::string("Name", "").doc("Label of this FFT"),
-    ParamDef::array("FFTTimeSeries", DataType::Float64)
-        .doc("First row of the input as f64, zero-padded"),
-    ParamDef::array("FFTReal", DataType::Float64).doc("Real part of the first row"),
-    ParamDef::array("FFTImaginary", DataType::Float64).doc("Imaginary part of the first row"),
-    ParamDef::array("FFTAbsValue", DataType::Float64)
-        .doc("Averaged |FFT| / (nx*ny) of the first row"),
-];
-
-#[derive(Debug)]
-struct Indices {
-    link: usize,
-    time_per_point: usize,
-    time_axis: usize,
-    freq_axis: usize,
-    direction: usize,
-    suppress_dc: usize,
-    num_average: usize,
-    num_averaged: usize,
-    reset: usize,
-    time_series: usize,
-    real: usize,
-    imaginary: usize,
-    abs_value: usize,
-}
-
-impl Indices {
-    fn resolve(p: &ParamStore) -> Result<Indices, PluginError> {
-        let one = |n: &str| param_index(p, "NDPluginFFT", n);
-        Ok(Indices {
-            link: one("FFTTimePerPointLink")?,
-            time_per_point: one("FFTTimePerPoint")?,
-            time_axis: one("FFTTimeAxis")?,
-            freq_axis: one("FFTFreqAxis")?,
-            direction: one("FFTDirection")?,
-            suppress_dc: one("FFTSuppressDC")?,
-            num_average: one("FFTNumAverage")?,
-            num_averaged: one("FFTNumAveraged")?,
-            reset: one("FFTResetAverage")?,
-            time_series: one("FFTTimeSeries")?,
-            real: one("FFTReal")?,
-            imaginary: one("FFTImaginary")?,
-            abs_value: one("FFTAbsValue")?,
-        })
+ndflow_core::params! {
+    pub const FFT_PARAMS, pub struct FftParams {
+        fft_time_per_point_link: float64("FFTTimePerPointLink", 0.1)
+            .doc("Input link for FFTTimePerPoint: a write is copied to FFTTimePerPoint"),
+        fft_time_per_point: float64("FFTTimePerPoint", 0.1).doc("Time between input points (s)"),
+        fft_time_axis: array("FFTTimeAxis", DataType::Float64).doc("Time of each input point"),
+        fft_freq_axis: array("FFTFreqAxis", DataType::Float64).doc("Frequency of each output point"),
+        fft_direction: enumeration("FFTDirection", &["Time to freq.", "Freq. to time"], 0)
+            .doc("Sign of the transform (ADCore computes only Time to freq.)"),
+        fft_suppress_dc: enable("FFTSuppressDC", 0).doc("Zero the DC element of the outputs"),
+        fft_num_average: int32("FFTNumAverage", 1)
+            .min(1.0)
+            .doc("Frames in the recursive average of |FFT|"),
+        fft_num_averaged: int32("FFTNumAveraged", 1)
+            .read_only_plain()
+            .doc("N of the recursive average for the next frame"),
+        fft_reset_average: enumeration("FFTResetAverage", &["Done", "Reset"], 0)
+            .doc("Restart the average at the next frame"),
+        name: string("Name", "").doc("Label of this FFT"),
+        fft_time_series: array("FFTTimeSeries", DataType::Float64)
+            .doc("First row of the input as f64, zero-padded"),
+        fft_real: array("FFTReal", DataType::Float64).doc("Real part of the first row"),
+        fft_imaginary: array("FFTImaginary", DataType::Float64).doc("Imaginary part of the first row"),
+        fft_abs_value: array("FFTAbsValue", DataType::Float64)
+            .doc("Averaged |FFT| / (nx*ny) of the first row"),
     }
 }
 
@@ -102,10 +67,15 @@ struct State {
 }
 
 /// NDPluginFFT. The average makes it serial: one thread.
-#[derive(Default)]
 pub struct FftPlugin {
-    indices: Resolved<Indices>,
+    p: FftParams,
     state: Mutex<State>,
+}
+
+impl Default for FftPlugin {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl std::fmt::Debug for FftPlugin {
@@ -116,11 +86,10 @@ impl std::fmt::Debug for FftPlugin {
 
 impl FftPlugin {
     pub fn new() -> FftPlugin {
-        FftPlugin::default()
-    }
-
-    fn indices(&self, p: &ParamStore) -> Result<&Indices, PluginError> {
-        self.indices.get_or_resolve(|| Indices::resolve(p))
+        FftPlugin {
+            p: bind(&plugin_layout(FFT_PARAMS), FftParams::bind),
+            state: Mutex::default(),
+        }
     }
 }
 
@@ -128,17 +97,17 @@ impl FftPlugin {
 fn array(
     ctx: &ProcessContext<'_>,
     values: impl ExactSizeIterator<Item = f64>,
-) -> Result<ParamValue, PluginError> {
+) -> Result<ArrayValue, PluginError> {
     let n = values.len();
     let mut buf = ctx.alloc(n * 8)?;
     for (d, v) in buf.as_mut_slice::<f64>().iter_mut().zip(values) {
         *d = v;
     }
-    Ok(ParamValue::Array(ArrayValue {
+    Ok(ArrayValue {
         data_type: DataType::Float64,
         buffer: buf.freeze(),
         len: n,
-    }))
+    })
 }
 
 /// Copies rows of `src` (`xin` wide) into the padded `nx`-wide complex buffer.
@@ -162,9 +131,9 @@ impl Plugin for FftPlugin {
 
     fn param_changed(&self, params: &ParamStore, idx: usize, value: &ParamValue) {
         // The Link record forwards its value, as the template's OUT link does.
-        if let Ok(ix) = self.indices(params) {
-            if idx == ix.link {
-                let _ = params.set(ix.time_per_point, value.clone());
+        if self.p.fft_time_per_point_link.is(idx) {
+            if let Some(v) = value.as_f64() {
+                self.p.fft_time_per_point.set(params, v);
             }
         }
     }
@@ -181,12 +150,11 @@ impl Plugin for FftPlugin {
                 input.codec.name
             )));
         }
-        let ix = self.indices(ctx.params)?;
-        let p = ctx.params;
+        let (p, params) = (&self.p, ctx.params);
         let (xin, yin) = (input.dims[0].size, input.dims.get(1).map_or(1, |d| d.size));
         let (nx, ny) = (xin.next_power_of_two(), yin.next_power_of_two());
         let (nfx, nfy) = ((nx / 2).max(1), (ny / 2).max(1));
-        let direction = if p.get_i64(ix.direction) == 0 {
+        let direction = if p.fft_direction.get(params) == 0 {
             FftDirection::Inverse // e^{+i}: ADCore's forward transform
         } else {
             FftDirection::Forward
@@ -213,15 +181,15 @@ impl Plugin for FftPlugin {
             }
         }
         let norm = (nx * ny) as f64;
-        let suppress = p.get_i64(ix.suppress_dc) != 0;
+        let suppress = p.fft_suppress_dc.get(params);
         let quad = |k: usize| st.data[(k % nfx) + (k / nfx) * nx];
         let dc = |k: usize, v: f64| if suppress && k == 0 { 0.0 } else { v };
 
         // The recursive average.
-        let num_average = p.get_i64(ix.num_average).max(1);
-        let mut n = p.get_i64(ix.num_averaged).max(1);
-        if p.get_i64(ix.reset) != 0 {
-            let _ = p.set(ix.reset, 0);
+        let num_average = p.fft_num_average.get(params).max(1);
+        let mut n = p.fft_num_averaged.get(params).max(1);
+        if p.fft_reset_average.get(params) != 0 {
+            p.fft_reset_average.set(params, 0);
             n = 1;
         }
         let size_changed = st.size != (xin, yin);
@@ -251,24 +219,26 @@ impl Plugin for FftPlugin {
         let imag = array(ctx, (0..nfx).map(|k| dc(k, quad(k).im)))?;
         let abs = array(ctx, st.avg[..nfx].iter().copied())?;
         let mut writes = vec![
-            (ix.num_averaged, ParamValue::from(next)),
-            (ix.time_series, time_series),
-            (ix.real, real),
-            (ix.imaginary, imag),
-            (ix.abs_value, abs),
+            p.fft_num_averaged.value(next),
+            p.fft_time_series.value(time_series),
+            p.fft_real.value(real),
+            p.fft_imaginary.value(imag),
+            p.fft_abs_value.value(abs),
         ];
-        let tpp = p.get_f64(ix.time_per_point);
+        let tpp = p.fft_time_per_point.get(params);
         // Axes: cheap, so always written with this frame's size and FFTTimePerPoint.
         let step = if nfx > 1 {
             0.5 / tpp / (nfx - 1) as f64
         } else {
             0.0
         };
-        writes.push((ix.time_axis, array(ctx, (0..nx).map(|i| i as f64 * tpp))?));
-        writes.push((ix.freq_axis, array(ctx, (0..nfx).map(|i| i as f64 * step))?));
+        let time_axis = array(ctx, (0..nx).map(|i| i as f64 * tpp))?;
+        let freq_axis = array(ctx, (0..nfx).map(|i| i as f64 * step))?;
+        writes.push(p.fft_time_axis.value(time_axis));
+        writes.push(p.fft_freq_axis.value(freq_axis));
         st.size = (xin, yin);
         drop(guard);
-        p.set_many(&writes);
+        params.set_many(&writes);
         ctx.emit(out);
         Ok(())
     }

@@ -26,50 +26,53 @@ pub const GATHER_INPUTS: &[&str] = &[
     "NDArrayPort_8",
 ];
 
-macro_rules! input {
-    ($n:literal) => {
-        [
-            ParamDef::string(concat!("NDArrayPort_", $n), "").doc(concat!(
-                "Source port of input ",
-                $n,
-                " (re-wirable while running)"
-            )),
-            ParamDef::int32(concat!("NDArrayAddress_", $n), 0)
-                .min(0.0)
-                .doc(concat!(
-                    "Source address of input ",
-                    $n,
-                    " (no effect in ndflow)"
-                )),
-        ]
-    };
-}
-
-/// The 8 (port, address) pairs in one table, in input order.
-const fn flatten(pairs: [[ParamDef; 2]; 8]) -> [ParamDef; 16] {
-    let mut out = [pairs[0][0]; 16];
-    let mut i = 0;
-    while i < 8 {
-        out[2 * i] = pairs[i][0];
-        out[2 * i + 1] = pairs[i][1];
-        i += 1;
+ndflow_core::params! {
+    /// NDGatherN.template loaded for N = 1..8 (NDGather.template itself is NDPluginBase
+    /// only): the 8 (port, address) pairs in input order. The runtime subscribes to the ports
+    /// named in [`GATHER_INPUTS`]; the plugin reads none of them.
+    pub const GATHER_PARAMS, pub struct GatherParams {
+        nd_array_port_1: string("NDArrayPort_1", "")
+            .doc("Source port of input 1 (re-wirable while running)"),
+        nd_array_address_1: int32("NDArrayAddress_1", 0)
+            .min(0.0)
+            .doc("Source address of input 1 (no effect in ndflow)"),
+        nd_array_port_2: string("NDArrayPort_2", "")
+            .doc("Source port of input 2 (re-wirable while running)"),
+        nd_array_address_2: int32("NDArrayAddress_2", 0)
+            .min(0.0)
+            .doc("Source address of input 2 (no effect in ndflow)"),
+        nd_array_port_3: string("NDArrayPort_3", "")
+            .doc("Source port of input 3 (re-wirable while running)"),
+        nd_array_address_3: int32("NDArrayAddress_3", 0)
+            .min(0.0)
+            .doc("Source address of input 3 (no effect in ndflow)"),
+        nd_array_port_4: string("NDArrayPort_4", "")
+            .doc("Source port of input 4 (re-wirable while running)"),
+        nd_array_address_4: int32("NDArrayAddress_4", 0)
+            .min(0.0)
+            .doc("Source address of input 4 (no effect in ndflow)"),
+        nd_array_port_5: string("NDArrayPort_5", "")
+            .doc("Source port of input 5 (re-wirable while running)"),
+        nd_array_address_5: int32("NDArrayAddress_5", 0)
+            .min(0.0)
+            .doc("Source address of input 5 (no effect in ndflow)"),
+        nd_array_port_6: string("NDArrayPort_6", "")
+            .doc("Source port of input 6 (re-wirable while running)"),
+        nd_array_address_6: int32("NDArrayAddress_6", 0)
+            .min(0.0)
+            .doc("Source address of input 6 (no effect in ndflow)"),
+        nd_array_port_7: string("NDArrayPort_7", "")
+            .doc("Source port of input 7 (re-wirable while running)"),
+        nd_array_address_7: int32("NDArrayAddress_7", 0)
+            .min(0.0)
+            .doc("Source address of input 7 (no effect in ndflow)"),
+        nd_array_port_8: string("NDArrayPort_8", "")
+            .doc("Source port of input 8 (re-wirable while running)"),
+        nd_array_address_8: int32("NDArrayAddress_8", 0)
+            .min(0.0)
+            .doc("Source address of input 8 (no effect in ndflow)"),
     }
-    out
 }
-
-const PAIRS: [[ParamDef; 2]; 8] = [
-    input!(1),
-    input!(2),
-    input!(3),
-    input!(4),
-    input!(5),
-    input!(6),
-    input!(7),
-    input!(8),
-];
-
-/// NDGatherN.template loaded for N = 1..8 (NDGather.template itself is NDPluginBase only).
-pub const GATHER_PARAMS: &[ParamDef] = &flatten(PAIRS);
 
 /// NDPluginGather. Passes frames through; one thread keeps arrival order.
 #[derive(Debug, Default)]

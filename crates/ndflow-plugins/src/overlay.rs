@@ -25,8 +25,10 @@ pub mod timefmt;
 
 use std::sync::Arc;
 
+use ndflow_core::handle::join;
 use ndflow_core::{with_pixel_type, ColorMode, NDArray, ParamDef, ParamStore, ParamValue};
-use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
+use ndflow_runtime::params::{bind, bind_first, plugin_layout};
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
 pub use shapes::{rasterise, Overlay, Plane, FONTS};
@@ -37,187 +39,148 @@ pub const OVERLAY_FONTS: &[&str] = &["6x13", "6x13 Bold", "9x15", "9x15 Bold"];
 /// Overlays per port.
 pub const MAX_OVERLAYS: usize = 8;
 
-/// The port's two records, then NDOverlayN's records once per overlay, prefixed `N:`.
-macro_rules! overlay_params {
-    ($($n:literal),+) => {
-        &[
-            ParamDef::int32("MaxSizeX", 0).read_only().doc("X size of the last frame"),
-            ParamDef::int32("MaxSizeY", 0).read_only().doc("Y size of the last frame"),
-            $(
-                ParamDef::string(concat!($n, ":Name"), "").doc("Label of this overlay"),
-                ParamDef::yes_no(concat!($n, ":Use"), 0).doc("Draw this overlay"),
-                ParamDef::int32(concat!($n, ":PositionXLink"), 0).doc("Copied to PositionX"),
-                ParamDef::int32(concat!($n, ":PositionX"), 0).doc("Left edge (pixels)"),
-                ParamDef::int32(concat!($n, ":PositionYLink"), 0).doc("Copied to PositionY"),
-                ParamDef::int32(concat!($n, ":PositionY"), 0).doc("Top edge (pixels)"),
-                ParamDef::int32(concat!($n, ":CenterXLink"), 0).doc("Copied to CenterX"),
-                ParamDef::int32(concat!($n, ":CenterX"), 0).doc("PositionX + SizeX/2"),
-                ParamDef::int32(concat!($n, ":CenterYLink"), 0).doc("Copied to CenterY"),
-                ParamDef::int32(concat!($n, ":CenterY"), 0).doc("PositionY + SizeY/2"),
-                ParamDef::int32(concat!($n, ":SizeXLink"), 0).doc("Copied to SizeX"),
-                ParamDef::int32(concat!($n, ":SizeX"), 1).doc("Width of the box"),
-                ParamDef::int32(concat!($n, ":SizeYLink"), 0).doc("Copied to SizeY"),
-                ParamDef::int32(concat!($n, ":SizeY"), 0).doc("Height of the box"),
-                ParamDef::int32(concat!($n, ":WidthXLink"), 0).doc("Copied to WidthX"),
-                ParamDef::int32(concat!($n, ":WidthX"), 1).doc("Line width in X"),
-                ParamDef::int32(concat!($n, ":WidthYLink"), 0).doc("Copied to WidthY"),
-                ParamDef::int32(concat!($n, ":WidthY"), 1).doc("Line width in Y"),
-                ParamDef::enumeration(concat!($n, ":Shape"), OVERLAY_SHAPES, 1)
-                    .doc("Cross, Rectangle, Ellipse or Text"),
-                ParamDef::enumeration(concat!($n, ":DrawMode"), OVERLAY_DRAW_MODES, 0)
-                    .doc("Set the pixels or XOR them"),
-                ParamDef::int32(concat!($n, ":Red"), 1).doc("Red value (RGB)"),
-                ParamDef::int32(concat!($n, ":Green"), 1).doc("Green value (RGB; Mono value)"),
-                ParamDef::int32(concat!($n, ":Blue"), 1).doc("Blue value (RGB)"),
-                ParamDef::int32(concat!($n, ":MaxSizeX"), 0)
-                    .read_only_plain()
-                    .doc("The port's MaxSizeX_RBV"),
-                ParamDef::int32(concat!($n, ":MaxSizeY"), 0)
-                    .read_only_plain()
-                    .doc("The port's MaxSizeY_RBV"),
-                ParamDef::string(concat!($n, ":DisplayText"), "")
-                    .long_string()
-                    .doc("Text drawn by a Text overlay"),
-                ParamDef::string(concat!($n, ":TimeStampFormat"), "%Y-%m-%d %H:%M:%S.%03f")
-                    .doc("strftime format of the frame time stamp after the text; empty: none"),
-                ParamDef::enumeration(concat!($n, ":Font"), OVERLAY_FONTS, 0)
-                    .doc("6x13, 6x13 Bold, 9x15, 9x15 Bold"),
-            )+
-        ]
-    };
-}
-
-pub const OVERLAY_PARAMS: &[ParamDef] = overlay_params!("1", "2", "3", "4", "5", "6", "7", "8");
-
-/// One overlay's parameter indices.
-#[derive(Debug)]
-struct Slot {
-    use_: usize,
-    pos: (usize, usize),
-    center: (usize, usize),
-    size: (usize, usize),
-    width: (usize, usize),
-    shape: usize,
-    mode: usize,
-    rgb: (usize, usize, usize),
-    max: (usize, usize),
-    text: usize,
-    ts_format: usize,
-    font: usize,
-    /// (link, target) pairs.
-    links: [(usize, usize); 6],
-}
-
-impl Slot {
-    fn resolve(p: &ParamStore, n: usize) -> Result<Slot, PluginError> {
-        let one = |name: &str| param_index(p, "NDPluginOverlay", &format!("{n}:{name}"));
-        let pair = |a: &str, b: &str| Ok::<_, PluginError>((one(a)?, one(b)?));
-        let (pos, center) = (pair("PositionX", "PositionY")?, pair("CenterX", "CenterY")?);
-        let (size, width) = (pair("SizeX", "SizeY")?, pair("WidthX", "WidthY")?);
-        let link = |name: &str, target: usize| Ok::<_, PluginError>((one(name)?, target));
-        Ok(Slot {
-            use_: one("Use")?,
-            links: [
-                link("PositionXLink", pos.0)?,
-                link("PositionYLink", pos.1)?,
-                link("CenterXLink", center.0)?,
-                link("CenterYLink", center.1)?,
-                link("SizeXLink", size.0)?,
-                link("SizeYLink", size.1)?,
-            ],
-            pos,
-            center,
-            size,
-            width,
-            shape: one("Shape")?,
-            mode: one("DrawMode")?,
-            rgb: (one("Red")?, one("Green")?, one("Blue")?),
-            max: pair("MaxSizeX", "MaxSizeY")?,
-            text: one("DisplayText")?,
-            ts_format: one("TimeStampFormat")?,
-            font: one("Font")?,
-        })
+ndflow_core::params! {
+    /// The port's two records.
+    pub const OVERLAY_PORT_PARAMS, pub struct OverlayParams {
+        max_size_x: int32("MaxSizeX", 0).read_only().doc("X size of the last frame"),
+        max_size_y: int32("MaxSizeY", 0).read_only().doc("Y size of the last frame"),
     }
 }
 
-#[derive(Debug)]
-struct Indices {
-    max: (usize, usize),
-    slots: Vec<Slot>,
+ndflow_core::params! {
+    /// NDOverlayN's records once per overlay, prefixed `N:`.
+    pub const OVERLAY_N_PARAMS: [pub struct OverlayNParams; "1", "2", "3", "4", "5", "6", "7", "8"] {
+        name: string("Name", "").doc("Label of this overlay"),
+        use_: yes_no("Use", 0).doc("Draw this overlay"),
+        position_x_link: int32("PositionXLink", 0).doc("Copied to PositionX"),
+        position_x: int32("PositionX", 0).doc("Left edge (pixels)"),
+        position_y_link: int32("PositionYLink", 0).doc("Copied to PositionY"),
+        position_y: int32("PositionY", 0).doc("Top edge (pixels)"),
+        center_x_link: int32("CenterXLink", 0).doc("Copied to CenterX"),
+        center_x: int32("CenterX", 0).doc("PositionX + SizeX/2"),
+        center_y_link: int32("CenterYLink", 0).doc("Copied to CenterY"),
+        center_y: int32("CenterY", 0).doc("PositionY + SizeY/2"),
+        size_x_link: int32("SizeXLink", 0).doc("Copied to SizeX"),
+        size_x: int32("SizeX", 1).doc("Width of the box"),
+        size_y_link: int32("SizeYLink", 0).doc("Copied to SizeY"),
+        size_y: int32("SizeY", 0).doc("Height of the box"),
+        width_x_link: int32("WidthXLink", 0).doc("Copied to WidthX"),
+        width_x: int32("WidthX", 1).doc("Line width in X"),
+        width_y_link: int32("WidthYLink", 0).doc("Copied to WidthY"),
+        width_y: int32("WidthY", 1).doc("Line width in Y"),
+        shape: enumeration("Shape", OVERLAY_SHAPES, 1)
+            .doc("Cross, Rectangle, Ellipse or Text"),
+        draw_mode: enumeration("DrawMode", OVERLAY_DRAW_MODES, 0)
+            .doc("Set the pixels or XOR them"),
+        red: int32("Red", 1).doc("Red value (RGB)"),
+        green: int32("Green", 1).doc("Green value (RGB; Mono value)"),
+        blue: int32("Blue", 1).doc("Blue value (RGB)"),
+        max_size_x: int32("MaxSizeX", 0)
+            .read_only_plain()
+            .doc("The port's MaxSizeX_RBV"),
+        max_size_y: int32("MaxSizeY", 0)
+            .read_only_plain()
+            .doc("The port's MaxSizeY_RBV"),
+        display_text: string("DisplayText", "")
+            .long_string()
+            .doc("Text drawn by a Text overlay"),
+        time_stamp_format: string("TimeStampFormat", "%Y-%m-%d %H:%M:%S.%03f")
+            .doc("strftime format of the frame time stamp after the text; empty: none"),
+        font: enumeration("Font", OVERLAY_FONTS, 0)
+            .doc("6x13, 6x13 Bold, 9x15, 9x15 Bold"),
+    }
 }
 
+/// The port's two records, then NDOverlayN's records once per overlay, prefixed `N:`.
+pub const OVERLAY_PARAMS: &[ParamDef] = &join::<
+    { OVERLAY_PORT_PARAMS.len() + OVERLAY_N_PARAMS.len() },
+>(&[OVERLAY_PORT_PARAMS, OVERLAY_N_PARAMS]);
+
+const _: () = assert!(OverlayNParams::COUNT == MAX_OVERLAYS);
+
 /// NDPluginOverlay. Each frame is drawn from the current settings alone: up to 8 threads.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct OverlayPlugin {
-    indices: Resolved<Indices>,
+    p: OverlayParams,
+    overlays: Vec<OverlayNParams>,
     /// Per overlay and axis: was the position (not the centre) written last?
     pinned: Mutex<[[bool; 2]; MAX_OVERLAYS]>,
 }
 
+impl Default for OverlayPlugin {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl OverlayPlugin {
     pub fn new() -> OverlayPlugin {
-        OverlayPlugin::default()
-    }
-
-    fn indices(&self, p: &ParamStore) -> Result<&Indices, PluginError> {
-        self.indices.get_or_resolve(|| {
-            Ok(Indices {
-                max: (
-                    param_index(p, "NDPluginOverlay", "MaxSizeX")?,
-                    param_index(p, "NDPluginOverlay", "MaxSizeY")?,
-                ),
-                slots: (1..=MAX_OVERLAYS)
-                    .map(|n| Slot::resolve(p, n))
-                    .collect::<Result<_, _>>()?,
-            })
-        })
+        let layout = plugin_layout(OVERLAY_PARAMS);
+        let overlays = bind_first(&layout, MAX_OVERLAYS, OverlayNParams::bind_first);
+        OverlayPlugin {
+            p: bind(&layout, OverlayParams::bind),
+            overlays,
+            pinned: Mutex::new([[false; 2]; MAX_OVERLAYS]),
+        }
     }
 
     /// Position/centre/size of one axis after a write of `v` to parameter `idx`.
-    fn link_axis(&self, p: &ParamStore, k: usize, axis: usize, s: &Slot, idx: usize, v: i64) {
-        let pick = |t: (usize, usize)| if axis == 0 { t.0 } else { t.1 };
-        let (pos, center, size) = (pick(s.pos), pick(s.center), pick(s.size));
+    fn link_axis(
+        &self,
+        p: &ParamStore,
+        k: usize,
+        axis: usize,
+        o: &OverlayNParams,
+        idx: usize,
+        v: i64,
+    ) {
+        let (pos, center, size) = if axis == 0 {
+            (o.position_x, o.center_x, o.size_x)
+        } else {
+            (o.position_y, o.center_y, o.size_y)
+        };
         let mut pinned = self.pinned.lock();
         let pin = &mut pinned[k][axis];
-        let write = if idx == center {
+        let (target, value) = if center.is(idx) {
             *pin = false;
-            (pos, v - p.get_i64(size) / 2)
-        } else if idx == pos {
+            (pos, v - size.get(p) / 2)
+        } else if pos.is(idx) {
             *pin = true;
-            (center, v + p.get_i64(size) / 2)
-        } else if idx == size && *pin {
-            (center, p.get_i64(pos) + v / 2)
-        } else if idx == size {
-            (pos, p.get_i64(center) - v / 2)
+            (center, v + size.get(p) / 2)
+        } else if size.is(idx) && *pin {
+            (center, pos.get(p) + v / 2)
+        } else if size.is(idx) {
+            (pos, center.get(p) - v / 2)
         } else {
             return;
         };
-        let _ = p.set(write.0, write.1);
+        target.set(p, value);
     }
 
-    fn settings(&self, p: &ParamStore, s: &Slot, frame: &NDArray) -> Overlay {
-        let get = |i: usize| p.get_i64(i);
-        let shape = get(s.shape);
-        let text = if shape == 3 {
-            let fmt = p.get_str(s.ts_format);
-            let mut t = p.get_str(s.text);
+    fn settings(&self, p: &ParamStore, o: &OverlayNParams, frame: &NDArray) -> Overlay {
+        let (mut overlay, text) = p.with_values(|v| {
+            let shape = o.shape.read(v);
+            // Text and its time-stamp format, formatted outside the lock.
+            let text = (shape == 3).then(|| (o.display_text.read(v), o.time_stamp_format.read(v)));
+            let overlay = Overlay {
+                shape,
+                xor: o.draw_mode.read(v) == 1,
+                position: (o.position_x.read(v), o.position_y.read(v)),
+                size: (o.size_x.read(v), o.size_y.read(v)),
+                width: (o.width_x.read(v), o.width_y.read(v)),
+                rgb: (o.red.read(v), o.green.read(v), o.blue.read(v)),
+                font: o.font.read(v),
+                text: String::new(),
+            };
+            (overlay, text)
+        });
+        if let Some((mut t, fmt)) = text {
             if !fmt.is_empty() {
                 t.push_str(&timefmt::format(&fmt, frame.epics_ts));
             }
-            t
-        } else {
-            String::new()
-        };
-        Overlay {
-            shape,
-            xor: get(s.mode) == 1,
-            position: (get(s.pos.0), get(s.pos.1)),
-            size: (get(s.size.0), get(s.size.1)),
-            width: (get(s.width.0), get(s.width.1)),
-            rgb: (get(s.rgb.0), get(s.rgb.1), get(s.rgb.2)),
-            font: get(s.font),
-            text,
+            overlay.text = t;
         }
+        overlay
     }
 }
 
@@ -235,19 +198,24 @@ impl Plugin for OverlayPlugin {
     }
 
     fn param_changed(&self, params: &ParamStore, idx: usize, value: &ParamValue) {
-        let Ok(ix) = self.indices(params) else {
-            return;
-        };
         let v = value.as_i64().unwrap_or(0);
-        for (k, s) in ix.slots.iter().enumerate() {
+        for (k, o) in self.overlays.iter().enumerate() {
             // A Link write is a write of its target.
+            let links = [
+                (o.position_x_link, o.position_x),
+                (o.position_y_link, o.position_y),
+                (o.center_x_link, o.center_x),
+                (o.center_y_link, o.center_y),
+                (o.size_x_link, o.size_x),
+                (o.size_y_link, o.size_y),
+            ];
             let mut target = idx;
-            if let Some(&(_, t)) = s.links.iter().find(|(l, _)| *l == idx) {
-                let _ = params.set(t, v);
-                target = t;
+            if let Some(&(_, t)) = links.iter().find(|(l, _)| l.is(idx)) {
+                t.set(params, v);
+                target = t.index();
             }
-            self.link_axis(params, k, 0, s, target, v);
-            self.link_axis(params, k, 1, s, target, v);
+            self.link_axis(params, k, 0, o, target, v);
+            self.link_axis(params, k, 1, o, target, v);
         }
     }
 
@@ -276,21 +244,20 @@ impl Plugin for OverlayPlugin {
             )))
             }
         };
-        let ix = self.indices(ctx.params)?;
         let p = ctx.params;
         let (w, h) = (info.x_size, info.y_size);
-        let mut writes = vec![(ix.max.0, ParamValue::from(w as i64))];
-        writes.push((ix.max.1, ParamValue::from(h as i64)));
-        for s in &ix.slots {
-            writes.push((s.max.0, ParamValue::from(w as i64)));
-            writes.push((s.max.1, ParamValue::from(h as i64)));
+        let mut writes = vec![self.p.max_size_x.value(w as i64)];
+        writes.push(self.p.max_size_y.value(h as i64));
+        for o in &self.overlays {
+            writes.push(o.max_size_x.value(w as i64));
+            writes.push(o.max_size_y.value(h as i64));
         }
         p.set_many(&writes);
-        let active: Vec<Overlay> = ix
-            .slots
+        let active: Vec<Overlay> = self
+            .overlays
             .iter()
-            .filter(|s| p.get_i64(s.use_) != 0)
-            .map(|s| self.settings(p, s, input))
+            .filter(|o| o.use_.get(p))
+            .map(|o| self.settings(p, o, input))
             .collect();
         if active.is_empty() {
             ctx.emit(Arc::clone(input));

@@ -26,45 +26,48 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use ndflow_core::{AttrValue, NDArray, NDAttribute, ParamDef, ParamStore, ParamValue};
-use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
+use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
 use crate::attribute::attribute_value;
 
-pub const POS_PARAMS: &[ParamDef] = &[
-    ParamDef::string("Filename", "")
-        .long_string()
-        .doc("Position XML file, or the XML text itself; each write appends its positions"),
-    ParamDef::enumeration("FileValid", &["No", "Yes"], 0)
-        .read_only()
-        .doc("Whether the last Filename write loaded"),
-    ParamDef::enumeration("Running", &["Idle", "Running"], 0)
-        .busy()
-        .doc("Attach positions; completes when they run out"),
-    ParamDef::enumeration("Reset", &["", ""], 0).doc("Back to the first position (Keep mode)"),
-    ParamDef::enumeration("Delete", &["", ""], 0).doc("Empty the position list"),
-    ParamDef::enumeration("Mode", &["Discard", "Keep"], 0)
-        .doc("Discard used positions, or keep them (Index advances)"),
-    ParamDef::int32("Qty", 0)
-        .read_only()
-        .doc("Positions in the list"),
-    ParamDef::int32("Index", 0)
-        .read_only()
-        .doc("Index of the next position (Keep mode; 0 in Discard)"),
-    ParamDef::string("Position", "")
-        .read_only()
-        .doc("The last position attached, e.g. [x=1,y=0]"),
-    ParamDef::int32("Missing", 0).doc("Frames found missing (ID above ExpectedID)"),
-    ParamDef::int32("Duplicate", 0).doc("Frames dropped as duplicates (ID below ExpectedID)"),
-    ParamDef::int32("ExpectedID", 1)
-        .read_only()
-        .doc("ID the next frame should carry"),
-    ParamDef::string("IDName", "").doc("Attribute holding the frame ID; empty: the uniqueId"),
-    ParamDef::int32("IDStart", 1).doc("ExpectedID when Running is set"),
-    ParamDef::int32("IDDifference", 1)
-        .min(1.0)
-        .doc("ID step from one frame to the next"),
-];
+ndflow_core::params! {
+    pub const POS_PARAMS, pub struct PosParams {
+        filename: string("Filename", "")
+            .long_string()
+            .doc("Position XML file, or the XML text itself; each write appends its positions"),
+        file_valid: enumeration("FileValid", &["No", "Yes"], 0)
+            .read_only()
+            .doc("Whether the last Filename write loaded"),
+        running: enumeration("Running", &["Idle", "Running"], 0)
+            .busy()
+            .doc("Attach positions; completes when they run out"),
+        reset: enumeration("Reset", &["", ""], 0).doc("Back to the first position (Keep mode)"),
+        delete: enumeration("Delete", &["", ""], 0).doc("Empty the position list"),
+        mode: enumeration("Mode", &["Discard", "Keep"], 0)
+            .doc("Discard used positions, or keep them (Index advances)"),
+        qty: int32("Qty", 0)
+            .read_only()
+            .doc("Positions in the list"),
+        index: int32("Index", 0)
+            .read_only()
+            .doc("Index of the next position (Keep mode; 0 in Discard)"),
+        position: string("Position", "")
+            .read_only()
+            .doc("The last position attached, e.g. [x=1,y=0]"),
+        missing: int32("Missing", 0).doc("Frames found missing (ID above ExpectedID)"),
+        duplicate: int32("Duplicate", 0).doc("Frames dropped as duplicates (ID below ExpectedID)"),
+        expected_id: int32("ExpectedID", 1)
+            .read_only()
+            .doc("ID the next frame should carry"),
+        id_name: string("IDName", "").doc("Attribute holding the frame ID; empty: the uniqueId"),
+        id_start: int32("IDStart", 1).doc("ExpectedID when Running is set"),
+        id_difference: int32("IDDifference", 1)
+            .min(1.0)
+            .doc("ID step from one frame to the next"),
+    }
+}
 
 /// One position: (dimension name, index), sorted by name.
 pub type Position = Vec<(String, i32)>;
@@ -129,58 +132,25 @@ fn load(text: &str) -> Result<Vec<Position>, String> {
     parse_positions(&xml).map_err(|e| format!("{text}: {e}"))
 }
 
+/// NDPosPlugin. Serial: positions follow the input order.
 #[derive(Debug)]
-struct Ix {
-    filename: usize,
-    valid: usize,
-    running: usize,
-    reset: usize,
-    delete: usize,
-    mode: usize,
-    qty: usize,
-    index: usize,
-    position: usize,
-    missing: usize,
-    duplicate: usize,
-    expected: usize,
-    id_name: usize,
-    id_start: usize,
-    id_diff: usize,
+pub struct PosPlugin {
+    p: PosParams,
+    positions: Mutex<VecDeque<Position>>,
 }
 
-/// NDPosPlugin. Serial: positions follow the input order.
-#[derive(Debug, Default)]
-pub struct PosPlugin {
-    ix: Resolved<Ix>,
-    positions: Mutex<VecDeque<Position>>,
+impl Default for PosPlugin {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl PosPlugin {
     pub fn new() -> PosPlugin {
-        PosPlugin::default()
-    }
-
-    fn ix(&self, p: &ParamStore) -> Result<&Ix, PluginError> {
-        self.ix.get_or_resolve(|| {
-            let i = |n: &str| param_index(p, "NDPosPlugin", n);
-            Ok(Ix {
-                filename: i("Filename")?,
-                valid: i("FileValid")?,
-                running: i("Running")?,
-                reset: i("Reset")?,
-                delete: i("Delete")?,
-                mode: i("Mode")?,
-                qty: i("Qty")?,
-                index: i("Index")?,
-                position: i("Position")?,
-                missing: i("Missing")?,
-                duplicate: i("Duplicate")?,
-                expected: i("ExpectedID")?,
-                id_name: i("IDName")?,
-                id_start: i("IDStart")?,
-                id_diff: i("IDDifference")?,
-            })
-        })
+        PosPlugin {
+            p: bind(&plugin_layout(POS_PARAMS), PosParams::bind),
+            positions: Mutex::default(),
+        }
     }
 
     /// Positions in the list (tests).
@@ -207,39 +177,37 @@ impl Plugin for PosPlugin {
         true
     }
 
-    fn param_changed(&self, p: &ParamStore, idx: usize, value: &ParamValue) {
-        let Ok(ix) = self.ix(p) else {
-            return;
-        };
+    fn param_changed(&self, params: &ParamStore, idx: usize, value: &ParamValue) {
+        let p = &self.p;
         let on = value.as_i64().unwrap_or(0) != 0;
         let mut list = self.positions.lock();
-        if idx == ix.filename {
-            match load(&p.get_str(ix.filename)) {
+        if p.filename.is(idx) {
+            match load(&p.filename.get(params)) {
                 Ok(new) => {
                     list.extend(new);
-                    p.set_many(&[(ix.valid, 1.into()), (ix.qty, list.len().into())]);
+                    params.set_many(&[p.file_valid.value(1), p.qty.value(list.len() as i64)]);
                 }
                 Err(e) => {
                     tracing::warn!("NDPosPlugin: position list not loaded: {e}");
-                    let _ = p.set(ix.valid, 0);
+                    p.file_valid.set(params, 0);
                 }
             }
-        } else if idx == ix.running && on {
+        } else if p.running.is(idx) && on {
             // As ADCore, an empty list is found out by the next frame (a list loaded before
             // it is used), which then sets Running back to Idle.
-            let _ = p.set(ix.expected, p.get_i64(ix.id_start));
-        } else if idx == ix.mode || (idx == ix.reset && on) {
-            let mut w = vec![(ix.index, ParamValue::from(0))];
-            if idx == ix.reset {
-                w.push((ix.position, "".into()));
+            p.expected_id.set(params, p.id_start.get(params));
+        } else if p.mode.is(idx) || (p.reset.is(idx) && on) {
+            let mut w = vec![p.index.value(0)];
+            if p.reset.is(idx) {
+                w.push(p.position.value(String::new()));
             }
-            p.set_many(&w);
-        } else if idx == ix.delete && on {
+            params.set_many(&w);
+        } else if p.delete.is(idx) && on {
             list.clear();
-            p.set_many(&[
-                (ix.index, 0.into()),
-                (ix.position, "".into()),
-                (ix.qty, 0.into()),
+            params.set_many(&[
+                p.index.value(0),
+                p.position.value(String::new()),
+                p.qty.value(0),
             ]);
         }
     }
@@ -249,33 +217,30 @@ impl Plugin for PosPlugin {
         input: &Arc<NDArray>,
         ctx: &mut ProcessContext<'_>,
     ) -> Result<(), PluginError> {
-        let p = ctx.params;
-        let ix = self.ix(p)?;
+        let (params, p) = (ctx.params, &self.p);
         let mut list = self.positions.lock();
-        if p.get_i64(ix.running) == 0 {
+        if p.running.get(params) == 0 {
             return Ok(());
         }
-        let keep = p.get_i64(ix.mode) == 1;
+        let keep = p.mode.get(params) == 1;
         let mut index = if keep {
-            p.get_i64(ix.index).max(0) as usize
+            p.index.get(params).max(0) as usize
         } else {
             0
         };
-        let stop = |p: &ParamStore| {
-            let _ = p.set(ix.running, 0);
-        };
+        let stop = || p.running.set(params, 0);
         if index >= list.len() {
-            stop(p);
+            stop();
             return Ok(());
         }
-        let id_name = p.get_str(ix.id_name);
+        let id_name = p.id_name.get(params);
         let id = if id_name.is_empty() {
             input.unique_id as i64
         } else {
             match attribute_value(input, &id_name) {
                 Some(v) => v as i64,
                 None => {
-                    stop(p);
+                    stop();
                     return Err(PluginError::Other(format!(
                         "NDPosPlugin: frame {} has no numeric attribute '{id_name}' (IDName)",
                         input.unique_id
@@ -283,12 +248,12 @@ impl Plugin for PosPlugin {
                 }
             }
         };
-        let step = p.get_i64(ix.id_diff).max(1);
-        let mut expected = p.get_i64(ix.expected);
+        let step = p.id_difference.get(params).max(1);
+        let mut expected = p.expected_id.get(params);
         let mut writes = Vec::new();
         if expected < id {
             // Frames went missing: skip their positions.
-            let mut missing = p.get_i64(ix.missing);
+            let mut missing = p.missing.get(params);
             while expected < id && index < list.len() {
                 if keep {
                     index += 1;
@@ -298,20 +263,20 @@ impl Plugin for PosPlugin {
                 expected += step;
                 missing += 1;
             }
-            writes.push((ix.missing, ParamValue::from(missing)));
+            writes.push(p.missing.value(missing));
         } else if expected > id {
-            let dup = p.get_i64(ix.duplicate) + 1;
-            p.set_many(&[(ix.duplicate, ParamValue::from(dup))]);
+            let dup = p.duplicate.get(params) + 1;
+            p.duplicate.set(params, dup);
             return Ok(());
         }
         let Some(pos) = list.get(index).cloned() else {
             writes.extend([
-                (ix.expected, ParamValue::from(expected)),
-                (ix.qty, list.len().into()),
-                (ix.index, index.into()),
-                (ix.running, 0.into()),
+                p.expected_id.value(expected),
+                p.qty.value(list.len() as i64),
+                p.index.value(index as i64),
+                p.running.value(0),
             ]);
-            p.set_many(&writes);
+            params.set_many(&writes);
             return Ok(());
         };
         let mut out = NDArray::clone(input);
@@ -332,16 +297,16 @@ impl Plugin for PosPlugin {
             list.is_empty()
         };
         writes.extend([
-            (ix.position, position_text(&pos).into()),
-            (ix.expected, ParamValue::from(expected)),
-            (ix.qty, list.len().into()),
-            (ix.index, index.into()),
+            p.position.value(position_text(&pos)),
+            p.expected_id.value(expected),
+            p.qty.value(list.len() as i64),
+            p.index.value(index as i64),
         ]);
         if done {
-            writes.push((ix.running, 0.into()));
+            writes.push(p.running.value(0));
         }
         drop(list);
-        p.set_many(&writes);
+        params.set_many(&writes);
         ctx.emit(out);
         Ok(())
     }

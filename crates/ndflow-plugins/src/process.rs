@@ -27,12 +27,13 @@
 mod kernel;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
+use ndflow_core::handle::{Flag, Menu, Param};
 use ndflow_core::{
     convert_slice, with_pixel_type, DataType, NDArray, ParamDef, ParamStore, ParamValue,
 };
-use ndflow_runtime::params::{DATA_TYPE_AUTOMATIC, DATA_TYPE_OUT_CHOICES};
+use ndflow_runtime::params::{bind, plugin_layout, DATA_TYPE_AUTOMATIC, DATA_TYPE_OUT_CHOICES};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
@@ -53,53 +54,54 @@ pub const FILTER_PRECISIONS: &[&str] = &["Float64", "Float32"];
 
 const VALID: &[&str] = &["Invalid", "Valid"];
 
-/// NDPluginProcess's own parameters (NDProcess.template names and enum strings).
-#[rustfmt::skip]
-pub const PROCESS_PARAMS: &[ParamDef] = &[
-    ParamDef::yes_no("SaveBackground", 0).doc("Write 1 to save the last output array as the background"),
-    ParamDef::enable("EnableBackground", 0).doc("Subtract the saved background"),
-    ParamDef::enumeration("ValidBackground", VALID, 0).read_only().doc("A background of this frame's shape is saved"),
-    ParamDef::yes_no("SaveFlatField", 0).doc("Write 1 to save the last output array as the flat field"),
-    ParamDef::enable("EnableFlatField", 0).doc("Divide by the saved flat field (times ScaleFlatField)"),
-    ParamDef::enumeration("ValidFlatField", VALID, 0).read_only().doc("A flat field of this frame's shape is saved"),
-    ParamDef::float64("ScaleFlatField", 255.0).doc("Factor applied after dividing by the flat field"),
-    ParamDef::enable("EnableOffsetScale", 0).doc("Apply (x + Offset) * Scale"),
-    ParamDef::enumeration("AutoOffsetScale", &["Done", "Calculating"], 0).doc("Write 1: set Offset/Scale/clipping from the next frame's min/max to span the output type"),
-    ParamDef::float64("Offset", 0.0).doc("Offset added before scaling"),
-    ParamDef::float64("Scale", 1.0).doc("Scale factor"),
-    ParamDef::enable("EnableLowClip", 0).doc("Replace values below LowClipThresh"),
-    ParamDef::float64("LowClipThresh", 0.0).doc("Low clipping threshold"),
-    ParamDef::float64("LowClipValue", 0.0).doc("Replacement for values below LowClipThresh"),
-    ParamDef::enable("EnableHighClip", 0).doc("Replace values above HighClipThresh"),
-    ParamDef::float64("HighClipThresh", 100.0).doc("High clipping threshold"),
-    ParamDef::float64("HighClipValue", 100.0).doc("Replacement for values above HighClipThresh"),
-    ParamDef::enumeration("DataTypeOut", DATA_TYPE_OUT_CHOICES, DATA_TYPE_AUTOMATIC).doc("Output data type (Automatic = input type)"),
-    ParamDef::enable("EnableFilter", 0).doc("Apply the recursive filter"),
-    ParamDef::yes_no("ResetFilter", 0).doc("Write 1 to reset the filter on the next frame"),
-    ParamDef::yes_no("AutoResetFilter", 0).doc("Reset the filter after NumFilter frames"),
-    ParamDef::enumeration("FilterCallbacks", &["Every array", "Array N only"], 0).doc("Emit every frame, or only when NumFiltered = NumFilter"),
-    ParamDef::int32("NumFilter", 1).min(1.0).doc("Frames in the filter (N grows up to this)"),
-    ParamDef::int32("NumFiltered", 0).read_only().doc("Frames filtered since the last reset (N)"),
-    ParamDef::enumeration("FilterType", FILTER_TYPES, 0).doc("Load preset filter coefficients"),
-    ParamDef::enumeration("FilterPrecision", FILTER_PRECISIONS, 0).doc("Storage and arithmetic of the recursive filter: Float64 is areaDetector's; Float32 halves the memory traffic (faster on large frames), with float precision"),
-    ParamDef::float64("OOffset", 0.0).doc("Output offset"),
-    ParamDef::float64("OScale", 1.0).doc("Output scale"),
-    ParamDef::float64("OC1", 1.0).doc("Output coefficient 1 (F)"),
-    ParamDef::float64("OC2", -1.0).doc("Output coefficient 2 (F/N)"),
-    ParamDef::float64("OC3", 0.0).doc("Output coefficient 3 (I)"),
-    ParamDef::float64("OC4", 1.0).doc("Output coefficient 4 (I/N)"),
-    ParamDef::float64("FOffset", 0.0).doc("Filter offset"),
-    ParamDef::float64("FScale", 1.0).doc("Filter scale"),
-    ParamDef::float64("FC1", 1.0).doc("Filter coefficient 1 (F)"),
-    ParamDef::float64("FC2", -1.0).doc("Filter coefficient 2 (F/N)"),
-    ParamDef::float64("FC3", 0.0).doc("Filter coefficient 3 (I)"),
-    ParamDef::float64("FC4", 1.0).doc("Filter coefficient 4 (I/N)"),
-    ParamDef::float64("ROffset", 0.0).doc("Reset offset"),
-    ParamDef::float64("RC1", 0.0).doc("Reset coefficient 1 (F)"),
-    ParamDef::float64("RC2", 1.0).doc("Reset coefficient 2 (I)"),
-    ParamDef::string("PortBackup", "")
-        .doc("Port of ADCore's autosave backup (no effect in ndflow)"),
-];
+ndflow_core::params! {
+    /// NDPluginProcess's own parameters (NDProcess.template names and enum strings).
+    pub const PROCESS_PARAMS, pub struct ProcessParams {
+        save_background: yes_no("SaveBackground", 0).doc("Write 1 to save the last output array as the background"),
+        enable_background: enable("EnableBackground", 0).doc("Subtract the saved background"),
+        valid_background: enumeration("ValidBackground", VALID, 0).read_only().doc("A background of this frame's shape is saved"),
+        save_flat_field: yes_no("SaveFlatField", 0).doc("Write 1 to save the last output array as the flat field"),
+        enable_flat_field: enable("EnableFlatField", 0).doc("Divide by the saved flat field (times ScaleFlatField)"),
+        valid_flat_field: enumeration("ValidFlatField", VALID, 0).read_only().doc("A flat field of this frame's shape is saved"),
+        scale_flat_field: float64("ScaleFlatField", 255.0).doc("Factor applied after dividing by the flat field"),
+        enable_offset_scale: enable("EnableOffsetScale", 0).doc("Apply (x + Offset) * Scale"),
+        auto_offset_scale: enumeration("AutoOffsetScale", &["Done", "Calculating"], 0).doc("Write 1: set Offset/Scale/clipping from the next frame's min/max to span the output type"),
+        offset: float64("Offset", 0.0).doc("Offset added before scaling"),
+        scale: float64("Scale", 1.0).doc("Scale factor"),
+        enable_low_clip: enable("EnableLowClip", 0).doc("Replace values below LowClipThresh"),
+        low_clip_thresh: float64("LowClipThresh", 0.0).doc("Low clipping threshold"),
+        low_clip_value: float64("LowClipValue", 0.0).doc("Replacement for values below LowClipThresh"),
+        enable_high_clip: enable("EnableHighClip", 0).doc("Replace values above HighClipThresh"),
+        high_clip_thresh: float64("HighClipThresh", 100.0).doc("High clipping threshold"),
+        high_clip_value: float64("HighClipValue", 100.0).doc("Replacement for values above HighClipThresh"),
+        data_type_out: enumeration("DataTypeOut", DATA_TYPE_OUT_CHOICES, DATA_TYPE_AUTOMATIC).doc("Output data type (Automatic = input type)"),
+        enable_filter: enable("EnableFilter", 0).doc("Apply the recursive filter"),
+        reset_filter: yes_no("ResetFilter", 0).doc("Write 1 to reset the filter on the next frame"),
+        auto_reset_filter: yes_no("AutoResetFilter", 0).doc("Reset the filter after NumFilter frames"),
+        filter_callbacks: enumeration("FilterCallbacks", &["Every array", "Array N only"], 0).doc("Emit every frame, or only when NumFiltered = NumFilter"),
+        num_filter: int32("NumFilter", 1).min(1.0).doc("Frames in the filter (N grows up to this)"),
+        num_filtered: int32("NumFiltered", 0).read_only().doc("Frames filtered since the last reset (N)"),
+        filter_type: enumeration("FilterType", FILTER_TYPES, 0).doc("Load preset filter coefficients"),
+        filter_precision: enumeration("FilterPrecision", FILTER_PRECISIONS, 0).doc("Storage and arithmetic of the recursive filter: Float64 is areaDetector's; Float32 halves the memory traffic (faster on large frames), with float precision"),
+        o_offset: float64("OOffset", 0.0).doc("Output offset"),
+        o_scale: float64("OScale", 1.0).doc("Output scale"),
+        oc1: float64("OC1", 1.0).doc("Output coefficient 1 (F)"),
+        oc2: float64("OC2", -1.0).doc("Output coefficient 2 (F/N)"),
+        oc3: float64("OC3", 0.0).doc("Output coefficient 3 (I)"),
+        oc4: float64("OC4", 1.0).doc("Output coefficient 4 (I/N)"),
+        f_offset: float64("FOffset", 0.0).doc("Filter offset"),
+        f_scale: float64("FScale", 1.0).doc("Filter scale"),
+        fc1: float64("FC1", 1.0).doc("Filter coefficient 1 (F)"),
+        fc2: float64("FC2", -1.0).doc("Filter coefficient 2 (F/N)"),
+        fc3: float64("FC3", 0.0).doc("Filter coefficient 3 (I)"),
+        fc4: float64("FC4", 1.0).doc("Filter coefficient 4 (I/N)"),
+        r_offset: float64("ROffset", 0.0).doc("Reset offset"),
+        rc1: float64("RC1", 0.0).doc("Reset coefficient 1 (F)"),
+        rc2: float64("RC2", 1.0).doc("Reset coefficient 2 (I)"),
+        port_backup: string("PortBackup", "")
+            .doc("Port of ADCore's autosave backup (no effect in ndflow)"),
+    }
+}
 
 /// Preset coefficients `[OC1, OC2, OC3, OC4, FC1, FC2, FC3, FC4, RC1, RC2]` of a FilterType
 /// (NDProcess.template `*Seq` records); Average uses 1/NumFilter.
@@ -114,36 +116,6 @@ pub fn filter_preset(filter_type: usize, num_filter: f64) -> Option<[f64; 10]> {
         5 => [0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0],
         _ => return None,
     })
-}
-
-/// Indices of this plugin's parameters in the port's store, resolved once by name.
-macro_rules! ids {
-    ($($field:ident = $name:literal),* $(,)?) => {
-        struct Ids { $($field: usize),* }
-        impl Ids {
-            fn resolve(p: &ParamStore) -> Option<Ids> {
-                Some(Ids { $($field: p.index($name)?),* })
-            }
-        }
-    };
-}
-
-ids! {
-    save_background = "SaveBackground", enable_background = "EnableBackground",
-    valid_background = "ValidBackground", save_flat = "SaveFlatField",
-    enable_flat = "EnableFlatField", valid_flat = "ValidFlatField", scale_flat = "ScaleFlatField",
-    enable_offset_scale = "EnableOffsetScale", auto_offset_scale = "AutoOffsetScale",
-    offset = "Offset", scale = "Scale", enable_low_clip = "EnableLowClip",
-    low_clip_thresh = "LowClipThresh", low_clip_value = "LowClipValue",
-    enable_high_clip = "EnableHighClip", high_clip_thresh = "HighClipThresh",
-    high_clip_value = "HighClipValue", data_type_out = "DataTypeOut",
-    enable_filter = "EnableFilter", reset_filter = "ResetFilter",
-    auto_reset_filter = "AutoResetFilter", filter_callbacks = "FilterCallbacks",
-    num_filter = "NumFilter", num_filtered = "NumFiltered", filter_type = "FilterType",
-    filter_precision = "FilterPrecision",
-    o_offset = "OOffset", o_scale = "OScale", oc1 = "OC1", oc2 = "OC2", oc3 = "OC3", oc4 = "OC4",
-    f_offset = "FOffset", f_scale = "FScale", fc1 = "FC1", fc2 = "FC2", fc3 = "FC3", fc4 = "FC4",
-    r_offset = "ROffset", rc1 = "RC1", rc2 = "RC2",
 }
 
 /// One frame's view of the parameters, read under a single lock.
@@ -175,57 +147,37 @@ struct Settings {
 }
 
 impl Settings {
-    fn read(params: &ParamStore, ids: &Ids) -> Settings {
-        params.with_values(|v| {
-            let num = |i: usize| v.get(i).and_then(ParamValue::as_f64).unwrap_or(0.0);
-            let on = |i: usize| num(i) != 0.0;
-            let choice = v
-                .get(ids.data_type_out)
-                .and_then(ParamValue::as_i64)
-                .unwrap_or(0);
-            Settings {
-                enable_background: on(ids.enable_background),
-                enable_flat: on(ids.enable_flat),
-                scale_flat: num(ids.scale_flat),
-                enable_offset_scale: on(ids.enable_offset_scale),
-                auto_offset_scale: on(ids.auto_offset_scale),
-                offset: num(ids.offset),
-                scale: num(ids.scale),
-                low_clip: on(ids.enable_low_clip)
-                    .then(|| (num(ids.low_clip_thresh), num(ids.low_clip_value))),
-                high_clip: on(ids.enable_high_clip)
-                    .then(|| (num(ids.high_clip_thresh), num(ids.high_clip_value))),
-                data_type_out: usize::try_from(choice)
-                    .ok()
-                    .and_then(|c| DATA_TYPE_OUT_CHOICES.get(c))
-                    .and_then(|name| DataType::from_name(name).ok()),
-                enable_filter: on(ids.enable_filter),
-                reset_filter: on(ids.reset_filter),
-                auto_reset: on(ids.auto_reset_filter),
-                array_n_only: on(ids.filter_callbacks),
-                // areaDetector clamps NumFilter < 1 to 1.
-                num_filter: num(ids.num_filter).clamp(1.0, i32::MAX as f64) as usize,
-                f32_filter: num(ids.filter_precision) == 1.0,
-                o: [
-                    ids.o_offset,
-                    ids.o_scale,
-                    ids.oc1,
-                    ids.oc2,
-                    ids.oc3,
-                    ids.oc4,
-                ]
-                .map(num),
-                f: [
-                    ids.f_offset,
-                    ids.f_scale,
-                    ids.fc1,
-                    ids.fc2,
-                    ids.fc3,
-                    ids.fc4,
-                ]
-                .map(num),
-                r: [ids.r_offset, ids.rc1, ids.rc2].map(num),
-            }
+    fn read(params: &ParamStore, p: &ProcessParams) -> Settings {
+        params.with_values(|v| Settings {
+            enable_background: p.enable_background.read(v),
+            enable_flat: p.enable_flat_field.read(v),
+            scale_flat: p.scale_flat_field.read(v),
+            enable_offset_scale: p.enable_offset_scale.read(v),
+            auto_offset_scale: p.auto_offset_scale.read(v) != 0,
+            offset: p.offset.read(v),
+            scale: p.scale.read(v),
+            low_clip: p
+                .enable_low_clip
+                .read(v)
+                .then(|| (p.low_clip_thresh.read(v), p.low_clip_value.read(v))),
+            high_clip: p
+                .enable_high_clip
+                .read(v)
+                .then(|| (p.high_clip_thresh.read(v), p.high_clip_value.read(v))),
+            data_type_out: usize::try_from(p.data_type_out.read(v))
+                .ok()
+                .and_then(|c| DATA_TYPE_OUT_CHOICES.get(c))
+                .and_then(|name| DataType::from_name(name).ok()),
+            enable_filter: p.enable_filter.read(v),
+            reset_filter: p.reset_filter.read(v),
+            auto_reset: p.auto_reset_filter.read(v),
+            array_n_only: p.filter_callbacks.read(v) != 0,
+            // areaDetector clamps NumFilter < 1 to 1.
+            num_filter: p.num_filter.read(v).clamp(1, i32::MAX as i64) as usize,
+            f32_filter: p.filter_precision.read(v) == 1,
+            o: [p.o_offset, p.o_scale, p.oc1, p.oc2, p.oc3, p.oc4].map(|c| c.read(v)),
+            f: [p.f_offset, p.f_scale, p.fc1, p.fc2, p.fc3, p.fc4].map(|c| c.read(v)),
+            r: [p.r_offset, p.rc1, p.rc2].map(|c| c.read(v)),
         })
     }
 }
@@ -280,29 +232,37 @@ struct State {
 }
 
 /// NDPluginProcess. Serial (MaxThreads 1): the recursive filter depends on frame order.
-#[derive(Default)]
 pub struct ProcessPlugin {
+    p: ProcessParams,
     state: Mutex<State>,
-    ids: OnceLock<Ids>,
     reset_pending: AtomicBool,
     auto_pending: AtomicBool,
 }
 
+impl Default for ProcessPlugin {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl ProcessPlugin {
     pub fn new() -> ProcessPlugin {
-        ProcessPlugin::default()
-    }
-
-    fn ids(&self, params: &ParamStore) -> Option<&Ids> {
-        if let Some(ids) = self.ids.get() {
-            return Some(ids);
+        ProcessPlugin {
+            p: bind(&plugin_layout(PROCESS_PARAMS), ProcessParams::bind),
+            state: Mutex::default(),
+            reset_pending: AtomicBool::new(false),
+            auto_pending: AtomicBool::new(false),
         }
-        let ids = Ids::resolve(params)?;
-        Some(self.ids.get_or_init(|| ids))
     }
 
     /// SaveBackground / SaveFlatField: copy the last output, or invalidate if there is none.
-    fn save_reference(&self, params: &ParamStore, cmd: usize, valid: usize, flat: bool) {
+    fn save_reference(
+        &self,
+        params: &ParamStore,
+        cmd: Param<Flag>,
+        valid: Param<Menu>,
+        flat: bool,
+    ) {
         let mut st = self.state.lock();
         let saved = st.last_output.as_deref().and_then(Reference::from_frame);
         let ok = saved.is_some();
@@ -312,25 +272,22 @@ impl ProcessPlugin {
             st.background = saved;
         }
         drop(st);
-        params.set_many(&[(cmd, 0.into()), (valid, ParamValue::Int(ok as i64))]);
+        params.set_many(&[cmd.value(false), valid.value(ok as i64)]);
     }
 
     /// Loads the FilterType preset into the coefficient parameters.
-    fn apply_preset(&self, params: &ParamStore, ids: &Ids) {
-        let kind = params.get_i64(ids.filter_type);
-        let n = params.get_f64(ids.num_filter).max(1.0);
+    fn apply_preset(&self, params: &ParamStore) {
+        let p = &self.p;
+        let kind = p.filter_type.get(params);
+        let n = (p.num_filter.get(params) as f64).max(1.0);
         let Some(c) = usize::try_from(kind).ok().and_then(|k| filter_preset(k, n)) else {
             return;
         };
         let targets = [
-            ids.oc1, ids.oc2, ids.oc3, ids.oc4, ids.fc1, ids.fc2, ids.fc3, ids.fc4, ids.rc1,
-            ids.rc2,
+            p.oc1, p.oc2, p.oc3, p.oc4, p.fc1, p.fc2, p.fc3, p.fc4, p.rc1, p.rc2,
         ];
-        let writes: Vec<(usize, ParamValue)> = targets
-            .iter()
-            .zip(c)
-            .map(|(&i, v)| (i, ParamValue::Float(v)))
-            .collect();
+        let writes: Vec<(usize, ParamValue)> =
+            targets.iter().zip(c).map(|(t, v)| t.value(v)).collect();
         params.set_many(&writes);
     }
 
@@ -341,7 +298,7 @@ impl ProcessPlugin {
         input: &NDArray,
         out_dt: DataType,
         params: &ParamStore,
-        ids: &Ids,
+        p: &ProcessParams,
     ) -> Result<(), PluginError> {
         let span = with_pixel_type!(input.data_type, T => kernel::min_max(input.pixels::<T>()?));
         let Some((lo, hi)) = span.filter(|(lo, hi)| hi > lo) else {
@@ -358,15 +315,15 @@ impl ProcessPlugin {
         s.low_clip = Some((0.0, 0.0));
         s.high_clip = Some((max, max));
         params.set_many(&[
-            (ids.offset, s.offset.into()),
-            (ids.scale, s.scale.into()),
-            (ids.low_clip_thresh, 0.0.into()),
-            (ids.low_clip_value, 0.0.into()),
-            (ids.high_clip_thresh, max.into()),
-            (ids.high_clip_value, max.into()),
-            (ids.enable_offset_scale, 1.into()),
-            (ids.enable_low_clip, 1.into()),
-            (ids.enable_high_clip, 1.into()),
+            p.offset.value(s.offset),
+            p.scale.value(s.scale),
+            p.low_clip_thresh.value(0.0),
+            p.low_clip_value.value(0.0),
+            p.high_clip_thresh.value(max),
+            p.high_clip_value.value(max),
+            p.enable_offset_scale.value(true),
+            p.enable_low_clip.value(true),
+            p.enable_high_clip.value(true),
         ]);
         Ok(())
     }
@@ -386,18 +343,18 @@ impl Plugin for ProcessPlugin {
     }
 
     fn param_changed(&self, params: &ParamStore, idx: usize, value: &ParamValue) {
-        let Some(ids) = self.ids(params) else { return };
+        let p = &self.p;
         let set = value.as_i64().unwrap_or(0) != 0;
-        if idx == ids.save_background && set {
-            self.save_reference(params, ids.save_background, ids.valid_background, false);
-        } else if idx == ids.save_flat && set {
-            self.save_reference(params, ids.save_flat, ids.valid_flat, true);
-        } else if idx == ids.reset_filter && set {
+        if p.save_background.is(idx) && set {
+            self.save_reference(params, p.save_background, p.valid_background, false);
+        } else if p.save_flat_field.is(idx) && set {
+            self.save_reference(params, p.save_flat_field, p.valid_flat_field, true);
+        } else if p.reset_filter.is(idx) && set {
             self.reset_pending.store(true, Ordering::Release);
-        } else if idx == ids.auto_offset_scale && set {
+        } else if p.auto_offset_scale.is(idx) && set {
             self.auto_pending.store(true, Ordering::Release);
-        } else if idx == ids.filter_type || idx == ids.num_filter {
-            self.apply_preset(params, ids);
+        } else if p.filter_type.is(idx) || p.num_filter.is(idx) {
+            self.apply_preset(params);
         }
     }
 
@@ -420,16 +377,14 @@ impl Plugin for ProcessPlugin {
             )));
         }
         let params = ctx.params;
-        let ids = self
-            .ids(params)
-            .ok_or_else(|| PluginError::Other("NDPluginProcess parameters missing".into()))?;
-        let mut s = Settings::read(params, ids);
+        let p = &self.p;
+        let mut s = Settings::read(params, p);
         // Consume commands before processing; a write landing meanwhile stays pending.
         let reset_cmd = self.reset_pending.swap(false, Ordering::AcqRel) || s.reset_filter;
         let auto_cmd = self.auto_pending.swap(false, Ordering::AcqRel) || s.auto_offset_scale;
         let out_dt = s.data_type_out.unwrap_or(input.data_type);
         if auto_cmd {
-            Self::auto_offset_scale(&mut s, input, out_dt, params, ids)?;
+            Self::auto_offset_scale(&mut s, input, out_dt, params, p)?;
         }
 
         let mut guard = self.state.lock();
@@ -488,18 +443,16 @@ impl Plugin for ProcessPlugin {
         drop(guard);
 
         params.set_many(&[
-            (ids.valid_background, ParamValue::Int(valid[0] as i64)),
-            (ids.valid_flat, ParamValue::Int(valid[1] as i64)),
-            (ids.num_filtered, ParamValue::Int(num_filtered as i64)),
+            p.valid_background.value(valid[0] as i64),
+            p.valid_flat_field.value(valid[1] as i64),
+            p.num_filtered.value(num_filtered as i64),
         ]);
         // Commands read back as done (areaDetector clears them after the frame).
-        for (done, idx) in [
-            (reset_cmd, ids.reset_filter),
-            (auto_cmd, ids.auto_offset_scale),
-        ] {
-            if done {
-                params.set_many(&[(idx, 0.into())]);
-            }
+        if reset_cmd {
+            p.reset_filter.set(params, false);
+        }
+        if auto_cmd {
+            p.auto_offset_scale.set(params, 0);
         }
         Ok(())
     }

@@ -25,120 +25,78 @@ mod kernel;
 
 use std::sync::Arc;
 
+use ndflow_core::handle::{Flag, Int, Param};
 use ndflow_core::{
-    with_pixel_type, Codec, ColorMode, DataType, Dim, NDArray, ParamDef, ParamStore, ParamValue,
-    MAX_DIMS,
+    with_pixel_type, Codec, ColorMode, DataType, Dim, NDArray, ParamDef, ParamValue, MAX_DIMS,
 };
-use ndflow_runtime::params::{DATA_TYPE_AUTOMATIC, DATA_TYPE_OUT_CHOICES};
-use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
+use ndflow_runtime::params::{
+    bind, plugin_layout, PluginBase, DATA_TYPE_AUTOMATIC, DATA_TYPE_OUT_CHOICES,
+};
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 
 use kernel::{DimPlan, Region};
 
-/// NDROI.template's parameters (DataType is `DataTypeOut`, as in the template's PV name).
-pub const ROI_PARAMS: &[ParamDef] = &[
-    ParamDef::string("Name", "").doc("Label of this region"),
-    ParamDef::int32("MinX", 0)
-        .min(0.0)
-        .doc("First input pixel of the region in X"),
-    ParamDef::int32("MinY", 0)
-        .min(0.0)
-        .doc("First input pixel of the region in Y"),
-    ParamDef::int32("MinZ", 0)
-        .min(0.0)
-        .doc("First input pixel of the region in Z"),
-    ParamDef::int32("SizeX", 1_000_000)
-        .min(0.0)
-        .doc("Region size in X (input pixels, clamped to the input)"),
-    ParamDef::int32("SizeY", 1_000_000)
-        .min(0.0)
-        .doc("Region size in Y (input pixels, clamped to the input)"),
-    ParamDef::int32("SizeZ", 1_000_000)
-        .min(0.0)
-        .doc("Region size in Z (input pixels, clamped to the input)"),
-    ParamDef::int32("BinX", 1)
-        .min(1.0)
-        .doc("Binning in X (sum; partial bins at the edge dropped)"),
-    ParamDef::int32("BinY", 1)
-        .min(1.0)
-        .doc("Binning in Y (sum; partial bins at the edge dropped)"),
-    ParamDef::int32("BinZ", 1)
-        .min(1.0)
-        .doc("Binning in Z (sum; partial bins at the edge dropped)"),
-    ParamDef::yes_no("ReverseX", 0).doc("Reverse the region in X"),
-    ParamDef::yes_no("ReverseY", 0).doc("Reverse the region in Y"),
-    ParamDef::yes_no("ReverseZ", 0).doc("Reverse the region in Z"),
-    ParamDef::enable("EnableX", 1).doc("Disable: take the whole input in X"),
-    ParamDef::enable("EnableY", 1).doc("Disable: take the whole input in Y"),
-    ParamDef::enable("EnableZ", 1).doc("Disable: take the whole input in Z"),
-    ParamDef::yes_no("AutoSizeX", 0).doc("Yes: SizeX = input size - MinX"),
-    ParamDef::yes_no("AutoSizeY", 0).doc("Yes: SizeY = input size - MinY"),
-    ParamDef::yes_no("AutoSizeZ", 0).doc("Yes: SizeZ = input size - MinZ"),
-    ParamDef::int32("MaxSizeX", 0)
-        .read_only()
-        .doc("Input size in X"),
-    ParamDef::int32("MaxSizeY", 0)
-        .read_only()
-        .doc("Input size in Y"),
-    ParamDef::int32("MaxSizeZ", 0)
-        .read_only()
-        .doc("Input size in Z"),
-    ParamDef::enumeration("DataTypeOut", DATA_TYPE_OUT_CHOICES, DATA_TYPE_AUTOMATIC)
-        .doc("Output data type (Automatic = input type)"),
-    ParamDef::enable("EnableScale", 0).doc("Divide the output by Scale"),
-    ParamDef::float64("Scale", 1.0)
-        .doc("Divisor applied after binning when EnableScale (0 and 1: none)"),
-    ParamDef::enable("CollapseDims", 0).doc("Remove dims of size 1 from the output"),
-    ParamDef::int32("MaxX", 0)
-        .read_only_plain()
-        .doc("Drive limit of MinX/SizeX in ADCore's screens (not set by ndflow)"),
-    ParamDef::int32("MaxY", 0)
-        .read_only_plain()
-        .doc("Drive limit of MinY/SizeY in ADCore's screens (not set by ndflow)"),
-];
-
-const AXES: [&str; 3] = ["X", "Y", "Z"];
-
-/// Parameter indices, resolved once per store layout.
-#[derive(Debug)]
-struct Indices {
-    min: [usize; 3],
-    size: [usize; 3],
-    bin: [usize; 3],
-    reverse: [usize; 3],
-    enable: [usize; 3],
-    auto_size: [usize; 3],
-    max_size: [usize; 3],
-    array_size: [usize; 3],
-    data_type_out: usize,
-    enable_scale: usize,
-    scale: usize,
-    collapse: usize,
-}
-
-impl Indices {
-    fn resolve(p: &ParamStore) -> Result<Indices, PluginError> {
-        let one = |name: &str| param_index(p, "NDPluginROI", name);
-        let axes = |prefix: &str| -> Result<[usize; 3], PluginError> {
-            let mut out = [0; 3];
-            for (o, axis) in out.iter_mut().zip(AXES) {
-                *o = one(&format!("{prefix}{axis}"))?;
-            }
-            Ok(out)
-        };
-        Ok(Indices {
-            min: axes("Min")?,
-            size: axes("Size")?,
-            bin: axes("Bin")?,
-            reverse: axes("Reverse")?,
-            enable: axes("Enable")?,
-            auto_size: axes("AutoSize")?,
-            max_size: axes("MaxSize")?,
-            array_size: axes("ArraySize")?,
-            data_type_out: one("DataTypeOut")?,
-            enable_scale: one("EnableScale")?,
-            scale: one("Scale")?,
-            collapse: one("CollapseDims")?,
-        })
+ndflow_core::params! {
+    /// NDROI.template's parameters (DataType is `DataTypeOut`, as in the template's PV name).
+    pub const ROI_PARAMS, pub struct RoiParams {
+        name: string("Name", "").doc("Label of this region"),
+        min_x: int32("MinX", 0)
+            .min(0.0)
+            .doc("First input pixel of the region in X"),
+        min_y: int32("MinY", 0)
+            .min(0.0)
+            .doc("First input pixel of the region in Y"),
+        min_z: int32("MinZ", 0)
+            .min(0.0)
+            .doc("First input pixel of the region in Z"),
+        size_x: int32("SizeX", 1_000_000)
+            .min(0.0)
+            .doc("Region size in X (input pixels, clamped to the input)"),
+        size_y: int32("SizeY", 1_000_000)
+            .min(0.0)
+            .doc("Region size in Y (input pixels, clamped to the input)"),
+        size_z: int32("SizeZ", 1_000_000)
+            .min(0.0)
+            .doc("Region size in Z (input pixels, clamped to the input)"),
+        bin_x: int32("BinX", 1)
+            .min(1.0)
+            .doc("Binning in X (sum; partial bins at the edge dropped)"),
+        bin_y: int32("BinY", 1)
+            .min(1.0)
+            .doc("Binning in Y (sum; partial bins at the edge dropped)"),
+        bin_z: int32("BinZ", 1)
+            .min(1.0)
+            .doc("Binning in Z (sum; partial bins at the edge dropped)"),
+        reverse_x: yes_no("ReverseX", 0).doc("Reverse the region in X"),
+        reverse_y: yes_no("ReverseY", 0).doc("Reverse the region in Y"),
+        reverse_z: yes_no("ReverseZ", 0).doc("Reverse the region in Z"),
+        enable_x: enable("EnableX", 1).doc("Disable: take the whole input in X"),
+        enable_y: enable("EnableY", 1).doc("Disable: take the whole input in Y"),
+        enable_z: enable("EnableZ", 1).doc("Disable: take the whole input in Z"),
+        auto_size_x: yes_no("AutoSizeX", 0).doc("Yes: SizeX = input size - MinX"),
+        auto_size_y: yes_no("AutoSizeY", 0).doc("Yes: SizeY = input size - MinY"),
+        auto_size_z: yes_no("AutoSizeZ", 0).doc("Yes: SizeZ = input size - MinZ"),
+        max_size_x: int32("MaxSizeX", 0)
+            .read_only()
+            .doc("Input size in X"),
+        max_size_y: int32("MaxSizeY", 0)
+            .read_only()
+            .doc("Input size in Y"),
+        max_size_z: int32("MaxSizeZ", 0)
+            .read_only()
+            .doc("Input size in Z"),
+        data_type_out: enumeration("DataTypeOut", DATA_TYPE_OUT_CHOICES, DATA_TYPE_AUTOMATIC)
+            .doc("Output data type (Automatic = input type)"),
+        enable_scale: enable("EnableScale", 0).doc("Divide the output by Scale"),
+        scale: float64("Scale", 1.0)
+            .doc("Divisor applied after binning when EnableScale (0 and 1: none)"),
+        collapse_dims: enable("CollapseDims", 0).doc("Remove dims of size 1 from the output"),
+        max_x: int32("MaxX", 0)
+            .read_only_plain()
+            .doc("Drive limit of MinX/SizeX in ADCore's screens (not set by ndflow)"),
+        max_y: int32("MaxY", 0)
+            .read_only_plain()
+            .doc("Drive limit of MinY/SizeY in ADCore's screens (not set by ndflow)"),
     }
 }
 
@@ -164,27 +122,55 @@ struct Settings {
 }
 
 impl Settings {
-    fn read(v: &[ParamValue], ix: &Indices) -> Settings {
-        let int = |i: usize| v.get(i).and_then(ParamValue::as_i64).unwrap_or(0);
-        let float = |i: usize| v.get(i).and_then(ParamValue::as_f64).unwrap_or(0.0);
-        let axes = std::array::from_fn(|a| Axis {
-            min: int(ix.min[a]),
-            size: int(ix.size[a]),
-            bin: int(ix.bin[a]),
-            reverse: int(ix.reverse[a]) != 0,
-            enable: int(ix.enable[a]) != 0,
-            auto_size: int(ix.auto_size[a]) != 0,
-        });
-        let scale = float(ix.scale);
+    fn read(v: &[ParamValue], p: &RoiParams) -> Settings {
+        let axis = |min: Param<Int>,
+                    size: Param<Int>,
+                    bin: Param<Int>,
+                    reverse: Param<Flag>,
+                    enable: Param<Flag>,
+                    auto_size: Param<Flag>| Axis {
+            min: min.read(v),
+            size: size.read(v),
+            bin: bin.read(v),
+            reverse: reverse.read(v),
+            enable: enable.read(v),
+            auto_size: auto_size.read(v),
+        };
+        let axes = [
+            axis(
+                p.min_x,
+                p.size_x,
+                p.bin_x,
+                p.reverse_x,
+                p.enable_x,
+                p.auto_size_x,
+            ),
+            axis(
+                p.min_y,
+                p.size_y,
+                p.bin_y,
+                p.reverse_y,
+                p.enable_y,
+                p.auto_size_y,
+            ),
+            axis(
+                p.min_z,
+                p.size_z,
+                p.bin_z,
+                p.reverse_z,
+                p.enable_z,
+                p.auto_size_z,
+            ),
+        ];
+        let scale = p.scale.read(v);
         // areaDetector skips scaling for 0 and 1; a non-finite divisor is skipped too.
-        let scale =
-            (int(ix.enable_scale) != 0 && scale != 0.0 && scale != 1.0 && scale.is_finite())
-                .then_some(scale);
+        let scale = (p.enable_scale.read(v) && scale != 0.0 && scale != 1.0 && scale.is_finite())
+            .then_some(scale);
         Settings {
             axes,
-            data_type_out: DataType::from_index(int(ix.data_type_out)),
+            data_type_out: DataType::from_index(p.data_type_out.read(v)),
             scale,
-            collapse: int(ix.collapse) != 0,
+            collapse: p.collapse_dims.read(v),
         }
     }
 }
@@ -277,18 +263,25 @@ fn finish_dims(out: &mut NDArray, input_mode: ColorMode, collapse: bool) {
 }
 
 /// NDPluginROI. Stateless per frame: runs on up to 8 worker threads.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RoiPlugin {
-    indices: Resolved<Indices>,
+    p: RoiParams,
+    base: PluginBase,
 }
 
 impl RoiPlugin {
     pub fn new() -> RoiPlugin {
-        RoiPlugin::default()
+        let layout = plugin_layout(ROI_PARAMS);
+        RoiPlugin {
+            p: bind(&layout, RoiParams::bind),
+            base: PluginBase::of(&layout),
+        }
     }
+}
 
-    fn indices(&self, params: &ParamStore) -> Result<&Indices, PluginError> {
-        self.indices.get_or_resolve(|| Indices::resolve(params))
+impl Default for RoiPlugin {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -325,8 +318,7 @@ impl Plugin for RoiPlugin {
                 input.sizes()
             )));
         }
-        let ix = self.indices(ctx.params)?;
-        let settings = ctx.params.with_values(|v| Settings::read(v, ix));
+        let settings = ctx.params.with_values(|v| Settings::read(v, &self.p));
         let map = axis_dims(input);
         let plan = plan(input, &settings);
 
@@ -369,13 +361,14 @@ impl Plugin for RoiPlugin {
             if out.ndims() > 1 { info.y_size } else { 0 },
             out_z,
         ];
+        let (p, a) = (&self.p, &self.base.array);
         ctx.params.set_many(&[
-            (ix.max_size[0], in_size(0).into()),
-            (ix.max_size[1], in_size(1).into()),
-            (ix.max_size[2], in_size(2).into()),
-            (ix.array_size[0], out_sizes[0].into()),
-            (ix.array_size[1], out_sizes[1].into()),
-            (ix.array_size[2], out_sizes[2].into()),
+            p.max_size_x.value(in_size(0) as i64),
+            p.max_size_y.value(in_size(1) as i64),
+            p.max_size_z.value(in_size(2) as i64),
+            a.array_size_x.value(out_sizes[0] as i64),
+            a.array_size_y.value(out_sizes[1] as i64),
+            a.array_size_z.value(out_sizes[2] as i64),
         ]);
 
         ctx.emit(out);

@@ -28,14 +28,16 @@ mod kernel;
 
 use std::sync::Arc;
 
+use ndflow_core::handle::{join, Array, Float, Param};
 use ndflow_core::{
     with_pixel_type, AttrValue, DataType, NDArray, NDAttribute, ParamDef, ParamStore, ParamValue,
 };
-use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
+use ndflow_runtime::params::{bind, bind_first, plugin_layout};
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 
 pub use kernel::{scan, scan_portable, Rect, RoiPixel, RoiStats};
 
-use crate::timeseries::{first_addresses, with_ts_control, TsRecorder};
+use crate::timeseries::{first_addresses, TsControl, TsRecorder, TS_CONTROL_PARAMS};
 
 /// ROIs per port: the default and the most a port can be configured with.
 pub const DEFAULT_ROIS: usize = 8;
@@ -44,85 +46,55 @@ pub const MAX_ROIS: usize = 32;
 /// Result names, in [`RoiStats`]' order (records `N:Name_RBV`, waveforms `N:TSName`).
 pub const RESULTS: [&str; 5] = ["MinValue", "MaxValue", "MeanValue", "Total", "Net"];
 
-macro_rules! roistat_params {
-    ($($n:literal),+) => {
-        with_ts_control![
-            ParamDef::enumeration("ResetAll", &["", ""], 0).doc("Zero the results of every ROI"),
-            $(
-                ParamDef::string(concat!($n, ":Name"), "").doc("Name of this ROI"),
-                ParamDef::yes_no(concat!($n, ":Use"), 0).doc("Compute this ROI"),
-                ParamDef::enumeration(concat!($n, ":Reset"), &["", ""], 0).doc("Zero this ROI's results"),
-                ParamDef::int32(concat!($n, ":BgdWidth"), 0).min(0.0).doc("Border width used as background for Net (0: Net = Total)"),
-                ParamDef::int32(concat!($n, ":MinX"), 0).doc("First X (clamped to the frame)"),
-                ParamDef::int32(concat!($n, ":MinY"), 0).doc("First Y (clamped to the frame)"),
-                ParamDef::int32(concat!($n, ":SizeX"), 0).doc("Width (clamped to the frame)"),
-                ParamDef::int32(concat!($n, ":SizeY"), 0).doc("Height (clamped to the frame)"),
-                ParamDef::int32(concat!($n, ":MaxSizeX"), 0).read_only().doc("X size of the last frame"),
-                ParamDef::int32(concat!($n, ":MaxSizeY"), 0).read_only().doc("Y size of the last frame (0: 1-D)"),
-                ParamDef::float64(concat!($n, ":MinValue"), 0.0).read_only().doc("Minimum in the ROI"),
-                ParamDef::float64(concat!($n, ":MaxValue"), 0.0).read_only().doc("Maximum in the ROI"),
-                ParamDef::float64(concat!($n, ":MeanValue"), 0.0).read_only().doc("Mean of the ROI"),
-                ParamDef::float64(concat!($n, ":Total"), 0.0).read_only().doc("Sum of the ROI"),
-                ParamDef::float64(concat!($n, ":Net"), 0.0).read_only().doc("Total minus the mean border value times the elements"),
-                ParamDef::array(concat!($n, ":TSMinValue"), DataType::Float64).doc("Time series of MinValue"),
-                ParamDef::array(concat!($n, ":TSMaxValue"), DataType::Float64).doc("Time series of MaxValue"),
-                ParamDef::array(concat!($n, ":TSMeanValue"), DataType::Float64).doc("Time series of MeanValue"),
-                ParamDef::array(concat!($n, ":TSTotal"), DataType::Float64).doc("Time series of Total"),
-                ParamDef::array(concat!($n, ":TSNet"), DataType::Float64).doc("Time series of Net"),
-                ParamDef::array(concat!($n, ":TSTimestamp"), DataType::Float64).doc("Time stamps of the time series"),
-            )+
-        ]
-    };
-}
-
-/// NDROIStat's records, then NDROIStatN's once per ROI (`N:`), for [`MAX_ROIS`].
-#[rustfmt::skip]
-pub const ROISTAT_PARAMS: &[ParamDef] = roistat_params!(
-    "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17",
-    "18", "19", "20", "21", "22", "23", "24", "25", "26", "27", "28", "29", "30", "31", "32"
-);
-
-/// MaxThreads_RBV: the available cores, at most this many.
-const MAX_THREADS: usize = 8;
-
-/// One ROI's parameter indices.
-#[derive(Debug)]
-struct Slot {
-    name: usize,
-    use_: usize,
-    reset: usize,
-    bgd: usize,
-    min: [usize; 2],
-    size: [usize; 2],
-    max_size: [usize; 2],
-    results: [usize; 5],
-}
-
-impl Slot {
-    fn resolve(p: &ParamStore, n: usize) -> Result<Slot, PluginError> {
-        let one = |name: &str| param_index(p, "NDPluginROIStat", &format!("{n}:{name}"));
-        let mut results = [0; 5];
-        for (r, name) in results.iter_mut().zip(RESULTS) {
-            *r = one(name)?;
-        }
-        Ok(Slot {
-            name: one("Name")?,
-            use_: one("Use")?,
-            reset: one("Reset")?,
-            bgd: one("BgdWidth")?,
-            min: [one("MinX")?, one("MinY")?],
-            size: [one("SizeX")?, one("SizeY")?],
-            max_size: [one("MaxSizeX")?, one("MaxSizeY")?],
-            results,
-        })
+ndflow_core::params! {
+    /// NDROIStat's own record (after the time-series control records).
+    pub const ROISTAT_PORT_PARAMS, pub struct RoiStatParams {
+        reset_all: enumeration("ResetAll", &["", ""], 0).doc("Zero the results of every ROI"),
     }
 }
 
-#[derive(Debug)]
-struct Indices {
-    reset_all: usize,
-    slots: Vec<Slot>,
+ndflow_core::params! {
+    /// NDROIStatN's records, once per ROI (`N:`), for [`MAX_ROIS`].
+    pub const ROISTAT_ROI_PARAMS: [pub struct RoiStatNParams;
+        "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16",
+        "17", "18", "19", "20", "21", "22", "23", "24", "25", "26", "27", "28", "29", "30", "31",
+        "32"
+    ] {
+        name: string("Name", "").doc("Name of this ROI"),
+        use_: yes_no("Use", 0).doc("Compute this ROI"),
+        reset: enumeration("Reset", &["", ""], 0).doc("Zero this ROI's results"),
+        bgd_width: int32("BgdWidth", 0).min(0.0).doc("Border width used as background for Net (0: Net = Total)"),
+        min_x: int32("MinX", 0).doc("First X (clamped to the frame)"),
+        min_y: int32("MinY", 0).doc("First Y (clamped to the frame)"),
+        size_x: int32("SizeX", 0).doc("Width (clamped to the frame)"),
+        size_y: int32("SizeY", 0).doc("Height (clamped to the frame)"),
+        max_size_x: int32("MaxSizeX", 0).read_only().doc("X size of the last frame"),
+        max_size_y: int32("MaxSizeY", 0).read_only().doc("Y size of the last frame (0: 1-D)"),
+        min_value: float64("MinValue", 0.0).read_only().doc("Minimum in the ROI"),
+        max_value: float64("MaxValue", 0.0).read_only().doc("Maximum in the ROI"),
+        mean_value: float64("MeanValue", 0.0).read_only().doc("Mean of the ROI"),
+        total: float64("Total", 0.0).read_only().doc("Sum of the ROI"),
+        net: float64("Net", 0.0).read_only().doc("Total minus the mean border value times the elements"),
+        ts_min_value: array("TSMinValue", DataType::Float64).doc("Time series of MinValue"),
+        ts_max_value: array("TSMaxValue", DataType::Float64).doc("Time series of MaxValue"),
+        ts_mean_value: array("TSMeanValue", DataType::Float64).doc("Time series of MeanValue"),
+        ts_total: array("TSTotal", DataType::Float64).doc("Time series of Total"),
+        ts_net: array("TSNet", DataType::Float64).doc("Time series of Net"),
+        ts_timestamp: array("TSTimestamp", DataType::Float64).doc("Time stamps of the time series"),
+    }
 }
+
+/// The time-series control records and NDROIStat's, then NDROIStatN's once per ROI (`N:`),
+/// for [`MAX_ROIS`].
+pub const ROISTAT_PARAMS: &[ParamDef] =
+    &join::<{ TS_CONTROL_PARAMS.len() + ROISTAT_PORT_PARAMS.len() + ROISTAT_ROI_PARAMS.len() }>(&[
+        TS_CONTROL_PARAMS,
+        ROISTAT_PORT_PARAMS,
+        ROISTAT_ROI_PARAMS,
+    ]);
+
+/// MaxThreads_RBV: the available cores, at most this many.
+const MAX_THREADS: usize = 8;
 
 /// A used ROI as requested: (ROI number from 0, MinX, MinY, SizeX, SizeY, BgdWidth, Name).
 type Request = (usize, [i64; 4], i64, String);
@@ -132,7 +104,10 @@ type Request = (usize, [i64; 4], i64, String);
 #[derive(Debug)]
 pub struct RoiStatPlugin {
     n_rois: usize,
-    ix: Resolved<Indices>,
+    /// The table [`Plugin::params`] returns: the first `n_rois` ROIs.
+    own: &'static [ParamDef],
+    p: RoiStatParams,
+    rois: Vec<RoiStatNParams>,
     ts: TsRecorder,
     max_threads: usize,
 }
@@ -151,35 +126,58 @@ impl RoiStatPlugin {
     /// A port with `n` ROIs (1..=32, clamped).
     pub fn with_rois(n: usize) -> Self {
         let n_rois = n.clamp(1, MAX_ROIS);
+        let own = first_addresses(
+            ROISTAT_PARAMS,
+            TS_CONTROL_PARAMS.len() + ROISTAT_PORT_PARAMS.len(),
+            RoiStatNParams::LEN,
+            n_rois,
+        );
+        let layout = plugin_layout(own);
+        let rois = bind_first(&layout, n_rois, RoiStatNParams::bind_first);
         let mut series = Vec::new();
         let mut stamps = Vec::new();
-        for r in 1..=n_rois {
-            series.extend(RESULTS.iter().map(|s| format!("{r}:TS{s}")));
-            stamps.push(format!("{r}:TSTimestamp"));
+        for r in &rois {
+            series.extend(r.series());
+            stamps.push(r.ts_timestamp);
         }
         RoiStatPlugin {
             n_rois,
-            ix: Resolved::default(),
-            ts: TsRecorder::new("NDPluginROIStat", series, stamps),
+            own,
+            p: bind(&layout, RoiStatParams::bind),
+            rois,
+            ts: TsRecorder::new(bind(&layout, TsControl::bind), series, stamps),
             max_threads: std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
                 .min(MAX_THREADS),
         }
     }
 
-    fn ix(&self, p: &ParamStore) -> Result<&Indices, PluginError> {
-        self.ix.get_or_resolve(|| {
-            Ok(Indices {
-                reset_all: param_index(p, "NDPluginROIStat", "ResetAll")?,
-                slots: (1..=self.n_rois)
-                    .map(|n| Slot::resolve(p, n))
-                    .collect::<Result<_, _>>()?,
-            })
-        })
+    fn zero(roi: &RoiStatNParams, w: &mut Vec<(usize, ParamValue)>) {
+        w.extend(roi.results().iter().map(|h| h.value(0.0)));
+    }
+}
+
+impl RoiStatNParams {
+    /// The result records, in [`RESULTS`] order.
+    fn results(&self) -> [Param<Float>; 5] {
+        [
+            self.min_value,
+            self.max_value,
+            self.mean_value,
+            self.total,
+            self.net,
+        ]
     }
 
-    fn zero(slot: &Slot, w: &mut Vec<(usize, ParamValue)>) {
-        w.extend(slot.results.iter().map(|&i| (i, ParamValue::Float(0.0))));
+    /// The results' time series, in [`RESULTS`] order.
+    fn series(&self) -> [Param<Array>; 5] {
+        [
+            self.ts_min_value,
+            self.ts_max_value,
+            self.ts_mean_value,
+            self.ts_total,
+            self.ts_net,
+        ]
     }
 }
 
@@ -208,7 +206,7 @@ impl Plugin for RoiStatPlugin {
     }
 
     fn params(&self) -> &'static [ParamDef] {
-        first_addresses(ROISTAT_PARAMS, MAX_ROIS, self.n_rois)
+        self.own
     }
 
     fn max_threads(&self) -> usize {
@@ -216,12 +214,11 @@ impl Plugin for RoiStatPlugin {
     }
 
     fn param_changed(&self, p: &ParamStore, idx: usize, value: &ParamValue) {
-        let Ok(ix) = self.ix(p) else { return };
         let mut w = Vec::new();
-        if idx == ix.reset_all {
-            ix.slots.iter().for_each(|s| Self::zero(s, &mut w));
-        } else if let Some(s) = ix.slots.iter().find(|s| s.reset == idx) {
-            Self::zero(s, &mut w);
+        if self.p.reset_all.is(idx) {
+            self.rois.iter().for_each(|r| Self::zero(r, &mut w));
+        } else if let Some(r) = self.rois.iter().find(|r| r.reset.is(idx)) {
+            Self::zero(r, &mut w);
         } else {
             self.ts.param_changed(p, idx, value);
             return;
@@ -246,21 +243,20 @@ impl Plugin for RoiStatPlugin {
                 "NDPluginROIStat takes 1-D or 2-D frames, got dims {sizes:?}"
             )));
         }
-        let ix = self.ix(ctx.params)?;
         let p = ctx.params;
         let requests: Vec<Request> = p.with_values(|v| {
-            let int = |i: usize| v.get(i).and_then(ParamValue::as_i64).unwrap_or(0);
-            ix.slots
+            self.rois
                 .iter()
                 .enumerate()
-                .filter(|(_, s)| int(s.use_) != 0)
-                .map(|(k, s)| {
-                    let name = match v.get(s.name) {
-                        Some(ParamValue::Str(n)) => n.clone(),
-                        _ => String::new(),
-                    };
-                    let geometry = [int(s.min[0]), int(s.min[1]), int(s.size[0]), int(s.size[1])];
-                    (k, geometry, int(s.bgd), name)
+                .filter(|(_, r)| r.use_.read(v))
+                .map(|(k, r)| {
+                    let geometry = [
+                        r.min_x.read(v),
+                        r.min_y.read(v),
+                        r.size_x.read(v),
+                        r.size_y.read(v),
+                    ];
+                    (k, geometry, r.bgd_width.read(v), r.name.read(v))
                 })
                 .collect()
         });
@@ -277,23 +273,22 @@ impl Plugin for RoiStatPlugin {
         let mut ts = vec![0.0; self.n_rois * RESULTS.len()];
         let mut out = NDArray::clone(input);
         for (((k, _, _, name), r), st) in requests.iter().zip(&rects).zip(&stats) {
-            let Some(slot) = ix.slots.get(*k) else {
+            let Some(roi) = self.rois.get(*k) else {
                 continue;
             };
-            let int = |v: usize| ParamValue::from(v as i64);
-            w.push((slot.max_size[0], int(sizes[0])));
-            w.push((slot.min[0], int(r.x0)));
-            w.push((slot.size[0], int(r.nx)));
+            w.push(roi.max_size_x.value(sizes[0] as i64));
+            w.push(roi.min_x.value(r.x0 as i64));
+            w.push(roi.size_x.value(r.nx as i64));
             if one_d {
-                w.push((slot.max_size[1], int(0)));
+                w.push(roi.max_size_y.value(0));
             } else {
-                w.push((slot.max_size[1], int(sizes[1])));
-                w.push((slot.min[1], int(r.y0)));
-                w.push((slot.size[1], int(r.ny)));
+                w.push(roi.max_size_y.value(sizes[1] as i64));
+                w.push(roi.min_y.value(r.y0 as i64));
+                w.push(roi.size_y.value(r.ny as i64));
             }
             let vals = [st.min, st.max, st.mean, st.total, st.net];
-            for ((&i, v), res) in slot.results.iter().zip(vals).zip(RESULTS) {
-                w.push((i, ParamValue::Float(v)));
+            for ((h, v), res) in roi.results().iter().zip(vals).zip(RESULTS) {
+                w.push(h.value(v));
                 out.set_attribute(NDAttribute::new(
                     format!("ROI{}{res}", k + 1),
                     format!("ROI {} {name} {res}", k + 1),
@@ -305,7 +300,7 @@ impl Plugin for RoiStatPlugin {
             }
         }
         p.set_many(&w);
-        self.ts.record(p, &ts, input.time_stamp)?;
+        self.ts.record(p, &ts, input.time_stamp);
         ctx.emit(out);
         Ok(())
     }

@@ -18,10 +18,14 @@ use std::sync::Arc;
 use ndflow_core::{NDArray, ParamDef};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext, Routing};
 
-/// NDScatter.template: the distribution method (areaDetector has only round robin).
-pub const SCATTER_PARAMS: &[ParamDef] =
-    &[ParamDef::enumeration("ScatterMethod", &["Round robin"], 0)
-        .doc("How frames are distributed: each to the next downstream port with room")];
+ndflow_core::params! {
+    /// NDScatter.template: the distribution method (areaDetector has only round robin).
+    /// Nothing reads it: the one method is the runtime's [`Routing::RoundRobin`].
+    pub const SCATTER_PARAMS, pub struct ScatterParams {
+        scatter_method: enumeration("ScatterMethod", &["Round robin"], 0)
+            .doc("How frames are distributed: each to the next downstream port with room"),
+    }
+}
 
 /// NDPluginScatter. Stateless: up to 8 threads (useful when downstream ports block).
 #[derive(Debug, Default)]

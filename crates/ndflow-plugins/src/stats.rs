@@ -41,98 +41,108 @@ mod pixel;
 
 use std::sync::Arc;
 
+use ndflow_core::handle::{join, Int, Param};
 use ndflow_core::{
     with_pixel_type, ArrayValue, BufferMut, DataType, NDArray, ParamDef, ParamStore, ParamValue,
     Pool, MAX_DIMS,
 };
-use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
+use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
 use kernel::{Centroid, Columns, ProfileSums, ScanOut};
 use pixel::StatsPixel;
 
-use crate::timeseries::{with_ts_control, TsRecorder};
+use crate::timeseries::{TsControl, TsRecorder, TS_CONTROL_PARAMS};
 
-/// NDStats.template's parameters. Results are read-only (`Name_RBV`), except `CursorVal`,
-/// whose record has no `_RBV`. The sigma readback is `Sigma_RBV`, as in the template.
-#[rustfmt::skip]
-pub const STATS_PARAMS: &[ParamDef] = with_ts_control![
-    ParamDef::yes_no("ComputeStatistics", 1).doc("Compute min, max, mean, sigma, total, net"),
-    ParamDef::int32("BgdWidth", 1).min(0.0).doc("Width of the border used as background for Net (0: Net = Total)"),
-    ParamDef::float64("MinValue", 0.0).read_only_both().doc("Minimum value"),
-    ParamDef::float64("MaxValue", 0.0).read_only_both().doc("Maximum value"),
-    ParamDef::float64("MeanValue", 0.0).read_only_both().doc("Mean value"),
-    ParamDef::float64("Sigma", 0.0).read_only().doc("Standard deviation (population)"),
-    ParamDef::float64("SigmaValue", 0.0).read_only_plain().doc("Standard deviation (population); NDStats.template's name for Sigma_RBV's output record"),
-    ParamDef::float64("Total", 0.0).read_only_both().doc("Sum of all elements"),
-    ParamDef::float64("Net", 0.0).read_only_both().doc("Total minus the mean border value times the number of elements"),
-    ParamDef::float64("MinX", 0.0).read_only_both().doc("X of the first minimum"),
-    ParamDef::float64("MinY", 0.0).read_only_both().doc("Y of the first minimum"),
-    ParamDef::float64("MaxX", 0.0).read_only_both().doc("X of the first maximum"),
-    ParamDef::float64("MaxY", 0.0).read_only_both().doc("Y of the first maximum"),
-    ParamDef::yes_no("ComputeCentroid", 0).doc("Compute centroid and moments (1-D/2-D)"),
-    ParamDef::float64("CentroidThreshold", 1.0).doc("Pixels with value >= threshold weigh their value, others 0"),
-    ParamDef::float64("CentroidTotal", 0.0).read_only_both().doc("Sum of the pixels above threshold (M00)"),
-    ParamDef::float64("CentroidX", 0.0).read_only_both().doc("Centroid X"),
-    ParamDef::float64("CentroidY", 0.0).read_only_both().doc("Centroid Y"),
-    ParamDef::float64("SigmaX", 0.0).read_only_both().doc("Sigma in X about the centroid"),
-    ParamDef::float64("SigmaY", 0.0).read_only_both().doc("Sigma in Y about the centroid"),
-    ParamDef::float64("SigmaXY", 0.0).read_only_both().doc("X-Y correlation coefficient"),
-    ParamDef::float64("SkewX", 0.0).read_only_both().doc("Skewness in X"),
-    ParamDef::float64("SkewY", 0.0).read_only_both().doc("Skewness in Y"),
-    ParamDef::float64("KurtosisX", 0.0).read_only_both().doc("Excess kurtosis in X"),
-    ParamDef::float64("KurtosisY", 0.0).read_only_both().doc("Excess kurtosis in Y"),
-    ParamDef::float64("Eccentricity", 0.0).read_only_both().doc("Eccentricity from the second central moments"),
-    ParamDef::float64("Orientation", 0.0).read_only_both().doc("Orientation of the major axis (degrees)"),
-    ParamDef::yes_no("ComputeProfiles", 0).doc("Compute the X/Y profiles (1-D/2-D)"),
-    ParamDef::int32("ProfileSizeX", 0).read_only().doc("Length of the X profiles"),
-    ParamDef::int32("ProfileSizeY", 0).read_only().doc("Length of the Y profiles"),
-    ParamDef::int32("CursorX", 256).min(0.0).doc("Cursor X (clamped to the image)"),
-    ParamDef::int32("CursorY", 256).min(0.0).doc("Cursor Y (clamped to the image)"),
-    ParamDef::float64("CursorVal", 0.0).read_only_plain().doc("Value at the cursor"),
-    ParamDef::array("ProfileAverageX", DataType::Float64).read_only().doc("Average over Y of each column"),
-    ParamDef::array("ProfileAverageY", DataType::Float64).read_only().doc("Average over X of each row"),
-    ParamDef::array("ProfileThresholdX", DataType::Float64).read_only().doc("Average over Y of each column, below-threshold pixels as 0"),
-    ParamDef::array("ProfileThresholdY", DataType::Float64).read_only().doc("Average over X of each row, below-threshold pixels as 0"),
-    ParamDef::array("ProfileCentroidX", DataType::Float64).read_only().doc("The row through the centroid"),
-    ParamDef::array("ProfileCentroidY", DataType::Float64).read_only().doc("The column through the centroid"),
-    ParamDef::array("ProfileCursorX", DataType::Float64).read_only().doc("The row through the cursor"),
-    ParamDef::array("ProfileCursorY", DataType::Float64).read_only().doc("The column through the cursor"),
-    ParamDef::yes_no("ComputeHistogram", 0).doc("Compute the histogram"),
-    ParamDef::int32("HistSize", 256).range(1.0, 1_000_000.0).doc("Number of bins"),
-    ParamDef::float64("HistMin", 0.0).doc("Value of the first bin"),
-    ParamDef::float64("HistMax", 255.0).doc("Value of the last bin (<= HistMin: HistMin + 1)"),
-    ParamDef::int32("HistBelow", 0).read_only_both().doc("Elements below HistMin"),
-    ParamDef::int32("HistAbove", 0).read_only_both().doc("Elements above HistMax"),
-    ParamDef::float64("HistEntropy", 0.0).read_only_both().doc("-sum(c ln c)/N over the bins"),
-    ParamDef::array("Histogram", DataType::Float64).read_only().doc("Counts per bin"),
-    ParamDef::array("HistogramX", DataType::Float64).read_only().doc("HistMin + i (HistMax - HistMin)/HistSize"),
-    ParamDef::int32("MaxSizeX", 0).read_only_plain().doc("Largest X size for the cursor (not set by ndflow: the cursor is clamped to each frame)"),
-    ParamDef::int32("MaxSizeY", 0).read_only_plain().doc("Largest Y size for the cursor (not set by ndflow: the cursor is clamped to each frame)"),
-    ParamDef::array("TSMinValue", DataType::Float64).doc("Time series of MinValue"),
-    ParamDef::array("TSMinX", DataType::Float64).doc("Time series of MinX"),
-    ParamDef::array("TSMinY", DataType::Float64).doc("Time series of MinY"),
-    ParamDef::array("TSMaxValue", DataType::Float64).doc("Time series of MaxValue"),
-    ParamDef::array("TSMaxX", DataType::Float64).doc("Time series of MaxX"),
-    ParamDef::array("TSMaxY", DataType::Float64).doc("Time series of MaxY"),
-    ParamDef::array("TSMeanValue", DataType::Float64).doc("Time series of MeanValue"),
-    ParamDef::array("TSSigma", DataType::Float64).doc("Time series of Sigma"),
-    ParamDef::array("TSTotal", DataType::Float64).doc("Time series of Total"),
-    ParamDef::array("TSNet", DataType::Float64).doc("Time series of Net"),
-    ParamDef::array("TSCentroidTotal", DataType::Float64).doc("Time series of CentroidTotal"),
-    ParamDef::array("TSCentroidX", DataType::Float64).doc("Time series of CentroidX"),
-    ParamDef::array("TSCentroidY", DataType::Float64).doc("Time series of CentroidY"),
-    ParamDef::array("TSSigmaX", DataType::Float64).doc("Time series of SigmaX"),
-    ParamDef::array("TSSigmaY", DataType::Float64).doc("Time series of SigmaY"),
-    ParamDef::array("TSSigmaXY", DataType::Float64).doc("Time series of SigmaXY"),
-    ParamDef::array("TSSkewX", DataType::Float64).doc("Time series of SkewX"),
-    ParamDef::array("TSSkewY", DataType::Float64).doc("Time series of SkewY"),
-    ParamDef::array("TSKurtosisX", DataType::Float64).doc("Time series of KurtosisX"),
-    ParamDef::array("TSKurtosisY", DataType::Float64).doc("Time series of KurtosisY"),
-    ParamDef::array("TSEccentricity", DataType::Float64).doc("Time series of Eccentricity"),
-    ParamDef::array("TSOrientation", DataType::Float64).doc("Time series of Orientation"),
-    ParamDef::array("TSTimestamp", DataType::Float64).doc("Time stamps of the time series"),
-];
+ndflow_core::params! {
+    /// NDStats.template's parameters. Results are read-only (`Name_RBV`), except `CursorVal`,
+    /// whose record has no `_RBV`. The sigma readback is `Sigma_RBV`, as in the template.
+    pub const STATS_OWN_PARAMS, pub struct StatsParams {
+        compute_statistics: yes_no("ComputeStatistics", 1).doc("Compute min, max, mean, sigma, total, net"),
+        bgd_width: int32("BgdWidth", 1).min(0.0).doc("Width of the border used as background for Net (0: Net = Total)"),
+        min_value: float64("MinValue", 0.0).read_only_both().doc("Minimum value"),
+        max_value: float64("MaxValue", 0.0).read_only_both().doc("Maximum value"),
+        mean_value: float64("MeanValue", 0.0).read_only_both().doc("Mean value"),
+        sigma: float64("Sigma", 0.0).read_only().doc("Standard deviation (population)"),
+        sigma_value: float64("SigmaValue", 0.0).read_only_plain().doc("Standard deviation (population); NDStats.template's name for Sigma_RBV's output record"),
+        total: float64("Total", 0.0).read_only_both().doc("Sum of all elements"),
+        net: float64("Net", 0.0).read_only_both().doc("Total minus the mean border value times the number of elements"),
+        min_x: float64("MinX", 0.0).read_only_both().doc("X of the first minimum"),
+        min_y: float64("MinY", 0.0).read_only_both().doc("Y of the first minimum"),
+        max_x: float64("MaxX", 0.0).read_only_both().doc("X of the first maximum"),
+        max_y: float64("MaxY", 0.0).read_only_both().doc("Y of the first maximum"),
+        compute_centroid: yes_no("ComputeCentroid", 0).doc("Compute centroid and moments (1-D/2-D)"),
+        centroid_threshold: float64("CentroidThreshold", 1.0).doc("Pixels with value >= threshold weigh their value, others 0"),
+        centroid_total: float64("CentroidTotal", 0.0).read_only_both().doc("Sum of the pixels above threshold (M00)"),
+        centroid_x: float64("CentroidX", 0.0).read_only_both().doc("Centroid X"),
+        centroid_y: float64("CentroidY", 0.0).read_only_both().doc("Centroid Y"),
+        sigma_x: float64("SigmaX", 0.0).read_only_both().doc("Sigma in X about the centroid"),
+        sigma_y: float64("SigmaY", 0.0).read_only_both().doc("Sigma in Y about the centroid"),
+        sigma_xy: float64("SigmaXY", 0.0).read_only_both().doc("X-Y correlation coefficient"),
+        skew_x: float64("SkewX", 0.0).read_only_both().doc("Skewness in X"),
+        skew_y: float64("SkewY", 0.0).read_only_both().doc("Skewness in Y"),
+        kurtosis_x: float64("KurtosisX", 0.0).read_only_both().doc("Excess kurtosis in X"),
+        kurtosis_y: float64("KurtosisY", 0.0).read_only_both().doc("Excess kurtosis in Y"),
+        eccentricity: float64("Eccentricity", 0.0).read_only_both().doc("Eccentricity from the second central moments"),
+        orientation: float64("Orientation", 0.0).read_only_both().doc("Orientation of the major axis (degrees)"),
+        compute_profiles: yes_no("ComputeProfiles", 0).doc("Compute the X/Y profiles (1-D/2-D)"),
+        profile_size_x: int32("ProfileSizeX", 0).read_only().doc("Length of the X profiles"),
+        profile_size_y: int32("ProfileSizeY", 0).read_only().doc("Length of the Y profiles"),
+        cursor_x: int32("CursorX", 256).min(0.0).doc("Cursor X (clamped to the image)"),
+        cursor_y: int32("CursorY", 256).min(0.0).doc("Cursor Y (clamped to the image)"),
+        cursor_val: float64("CursorVal", 0.0).read_only_plain().doc("Value at the cursor"),
+        profile_average_x: array("ProfileAverageX", DataType::Float64).read_only().doc("Average over Y of each column"),
+        profile_average_y: array("ProfileAverageY", DataType::Float64).read_only().doc("Average over X of each row"),
+        profile_threshold_x: array("ProfileThresholdX", DataType::Float64).read_only().doc("Average over Y of each column, below-threshold pixels as 0"),
+        profile_threshold_y: array("ProfileThresholdY", DataType::Float64).read_only().doc("Average over X of each row, below-threshold pixels as 0"),
+        profile_centroid_x: array("ProfileCentroidX", DataType::Float64).read_only().doc("The row through the centroid"),
+        profile_centroid_y: array("ProfileCentroidY", DataType::Float64).read_only().doc("The column through the centroid"),
+        profile_cursor_x: array("ProfileCursorX", DataType::Float64).read_only().doc("The row through the cursor"),
+        profile_cursor_y: array("ProfileCursorY", DataType::Float64).read_only().doc("The column through the cursor"),
+        compute_histogram: yes_no("ComputeHistogram", 0).doc("Compute the histogram"),
+        hist_size: int32("HistSize", 256).range(1.0, 1_000_000.0).doc("Number of bins"),
+        hist_min: float64("HistMin", 0.0).doc("Value of the first bin"),
+        hist_max: float64("HistMax", 255.0).doc("Value of the last bin (<= HistMin: HistMin + 1)"),
+        hist_below: int32("HistBelow", 0).read_only_both().doc("Elements below HistMin"),
+        hist_above: int32("HistAbove", 0).read_only_both().doc("Elements above HistMax"),
+        hist_entropy: float64("HistEntropy", 0.0).read_only_both().doc("-sum(c ln c)/N over the bins"),
+        histogram: array("Histogram", DataType::Float64).read_only().doc("Counts per bin"),
+        histogram_x: array("HistogramX", DataType::Float64).read_only().doc("HistMin + i (HistMax - HistMin)/HistSize"),
+        max_size_x: int32("MaxSizeX", 0).read_only_plain().doc("Largest X size for the cursor (not set by ndflow: the cursor is clamped to each frame)"),
+        max_size_y: int32("MaxSizeY", 0).read_only_plain().doc("Largest Y size for the cursor (not set by ndflow: the cursor is clamped to each frame)"),
+        ts_min_value: array("TSMinValue", DataType::Float64).doc("Time series of MinValue"),
+        ts_min_x: array("TSMinX", DataType::Float64).doc("Time series of MinX"),
+        ts_min_y: array("TSMinY", DataType::Float64).doc("Time series of MinY"),
+        ts_max_value: array("TSMaxValue", DataType::Float64).doc("Time series of MaxValue"),
+        ts_max_x: array("TSMaxX", DataType::Float64).doc("Time series of MaxX"),
+        ts_max_y: array("TSMaxY", DataType::Float64).doc("Time series of MaxY"),
+        ts_mean_value: array("TSMeanValue", DataType::Float64).doc("Time series of MeanValue"),
+        ts_sigma: array("TSSigma", DataType::Float64).doc("Time series of Sigma"),
+        ts_total: array("TSTotal", DataType::Float64).doc("Time series of Total"),
+        ts_net: array("TSNet", DataType::Float64).doc("Time series of Net"),
+        ts_centroid_total: array("TSCentroidTotal", DataType::Float64).doc("Time series of CentroidTotal"),
+        ts_centroid_x: array("TSCentroidX", DataType::Float64).doc("Time series of CentroidX"),
+        ts_centroid_y: array("TSCentroidY", DataType::Float64).doc("Time series of CentroidY"),
+        ts_sigma_x: array("TSSigmaX", DataType::Float64).doc("Time series of SigmaX"),
+        ts_sigma_y: array("TSSigmaY", DataType::Float64).doc("Time series of SigmaY"),
+        ts_sigma_xy: array("TSSigmaXY", DataType::Float64).doc("Time series of SigmaXY"),
+        ts_skew_x: array("TSSkewX", DataType::Float64).doc("Time series of SkewX"),
+        ts_skew_y: array("TSSkewY", DataType::Float64).doc("Time series of SkewY"),
+        ts_kurtosis_x: array("TSKurtosisX", DataType::Float64).doc("Time series of KurtosisX"),
+        ts_kurtosis_y: array("TSKurtosisY", DataType::Float64).doc("Time series of KurtosisY"),
+        ts_eccentricity: array("TSEccentricity", DataType::Float64).doc("Time series of Eccentricity"),
+        ts_orientation: array("TSOrientation", DataType::Float64).doc("Time series of Orientation"),
+        ts_timestamp: array("TSTimestamp", DataType::Float64).doc("Time stamps of the time series"),
+    }
+}
+
+/// The port's table: the time-series control records, then NDStats.template's.
+pub const STATS_PARAMS: &[ParamDef] =
+    &join::<{ TS_CONTROL_PARAMS.len() + STATS_OWN_PARAMS.len() }>(&[
+        TS_CONTROL_PARAMS,
+        STATS_OWN_PARAMS,
+    ]);
 
 /// The statistics kept as time series, in areaDetector's order (waveform `TS<name>`);
 /// TSTimestamp follows.
@@ -145,128 +155,6 @@ pub const TS_STATS: [&str; 22] = [
 
 /// MaxThreads_RBV: the available cores, at most this many.
 const MAX_THREADS: usize = 8;
-
-/// Parameter indices, resolved once (a port's layout never changes).
-#[derive(Debug)]
-struct Indices {
-    compute: [usize; 4],
-    bgd_width: usize,
-    threshold: usize,
-    cursor: [usize; 2],
-    hist_size: usize,
-    hist_min: usize,
-    hist_max: usize,
-    /// MinValue, MaxValue, MeanValue, Sigma, Total, Net, MinX, MinY, MaxX, MaxY.
-    basic: [usize; 11],
-    /// CentroidTotal … Orientation, in `Centroid`'s order.
-    centroid: [usize; 12],
-    profile_size: [usize; 2],
-    cursor_val: usize,
-    /// AverageX/Y, ThresholdX/Y, CentroidX/Y, CursorX/Y.
-    profiles: [usize; 8],
-    hist: [usize; 5],
-}
-
-impl Indices {
-    fn resolve(p: &ParamStore) -> Result<Indices, PluginError> {
-        fn all<const N: usize>(
-            p: &ParamStore,
-            names: [&str; N],
-        ) -> Result<[usize; N], PluginError> {
-            let mut out = [0; N];
-            for (o, name) in out.iter_mut().zip(names) {
-                *o = param_index(p, "NDPluginStats", name)?;
-            }
-            Ok(out)
-        }
-        let [bgd_width, threshold, hist_size, hist_min, hist_max, cursor_val] = all(
-            p,
-            [
-                "BgdWidth",
-                "CentroidThreshold",
-                "HistSize",
-                "HistMin",
-                "HistMax",
-                "CursorVal",
-            ],
-        )?;
-        Ok(Indices {
-            compute: all(
-                p,
-                [
-                    "ComputeStatistics",
-                    "ComputeCentroid",
-                    "ComputeProfiles",
-                    "ComputeHistogram",
-                ],
-            )?,
-            bgd_width,
-            threshold,
-            cursor: all(p, ["CursorX", "CursorY"])?,
-            hist_size,
-            hist_min,
-            hist_max,
-            basic: all(
-                p,
-                [
-                    "MinValue",
-                    "MaxValue",
-                    "MeanValue",
-                    "Sigma",
-                    "Total",
-                    "Net",
-                    "MinX",
-                    "MinY",
-                    "MaxX",
-                    "MaxY",
-                    "SigmaValue",
-                ],
-            )?,
-            centroid: all(
-                p,
-                [
-                    "CentroidTotal",
-                    "CentroidX",
-                    "CentroidY",
-                    "SigmaX",
-                    "SigmaY",
-                    "SigmaXY",
-                    "SkewX",
-                    "SkewY",
-                    "KurtosisX",
-                    "KurtosisY",
-                    "Eccentricity",
-                    "Orientation",
-                ],
-            )?,
-            profile_size: all(p, ["ProfileSizeX", "ProfileSizeY"])?,
-            cursor_val,
-            profiles: all(
-                p,
-                [
-                    "ProfileAverageX",
-                    "ProfileAverageY",
-                    "ProfileThresholdX",
-                    "ProfileThresholdY",
-                    "ProfileCentroidX",
-                    "ProfileCentroidY",
-                    "ProfileCursorX",
-                    "ProfileCursorY",
-                ],
-            )?,
-            hist: all(
-                p,
-                [
-                    "HistBelow",
-                    "HistAbove",
-                    "HistEntropy",
-                    "Histogram",
-                    "HistogramX",
-                ],
-            )?,
-        })
-    }
-}
 
 /// One frame's settings, read under one lock and clamped.
 #[derive(Debug, Clone, Copy)]
@@ -286,21 +174,19 @@ struct Settings {
 const MAX_HIST_SIZE: usize = 1_000_000;
 
 impl Settings {
-    fn read(v: &[ParamValue], ix: &Indices) -> Settings {
-        let int = |i: usize| v.get(i).and_then(ParamValue::as_i64).unwrap_or(0);
-        let float = |i: usize| v.get(i).and_then(ParamValue::as_f64).unwrap_or(0.0);
-        let count = |i: usize| usize::try_from(int(i)).unwrap_or(0);
+    fn read(v: &[ParamValue], p: &StatsParams) -> Settings {
+        let count = |h: Param<Int>| usize::try_from(h.read(v)).unwrap_or(0);
         Settings {
-            statistics: int(ix.compute[0]) != 0,
-            centroid: int(ix.compute[1]) != 0,
-            profiles: int(ix.compute[2]) != 0,
-            histogram: int(ix.compute[3]) != 0,
-            bgd_width: count(ix.bgd_width),
-            threshold: float(ix.threshold),
-            cursor: [count(ix.cursor[0]), count(ix.cursor[1])],
-            hist_size: count(ix.hist_size).clamp(1, MAX_HIST_SIZE),
-            hist_min: float(ix.hist_min),
-            hist_max: float(ix.hist_max),
+            statistics: p.compute_statistics.read(v),
+            centroid: p.compute_centroid.read(v),
+            profiles: p.compute_profiles.read(v),
+            histogram: p.compute_histogram.read(v),
+            bgd_width: count(p.bgd_width),
+            threshold: p.centroid_threshold.read(v),
+            cursor: [count(p.cursor_x), count(p.cursor_y)],
+            hist_size: count(p.hist_size).clamp(1, MAX_HIST_SIZE),
+            hist_min: p.hist_min.read(v),
+            hist_max: p.hist_max.read(v),
         }
     }
 
@@ -325,7 +211,7 @@ struct Scratch {
 
 /// NDPluginStats. Thread-safe: any number of frames may be processed at once.
 pub struct StatsPlugin {
-    indices: Resolved<Indices>,
+    p: StatsParams,
     scratch: Mutex<Vec<Scratch>>,
     /// (HistSize, HistMin, HistMax) of the HistogramX last published.
     hist_x: Mutex<Option<(usize, u64, u64)>>,
@@ -341,27 +227,46 @@ impl Default for StatsPlugin {
 
 impl StatsPlugin {
     pub fn new() -> StatsPlugin {
+        let layout = plugin_layout(STATS_PARAMS);
+        let p = bind(&layout, StatsParams::bind);
+        // In TS_STATS order.
+        let series = vec![
+            p.ts_min_value,
+            p.ts_min_x,
+            p.ts_min_y,
+            p.ts_max_value,
+            p.ts_max_x,
+            p.ts_max_y,
+            p.ts_mean_value,
+            p.ts_sigma,
+            p.ts_total,
+            p.ts_net,
+            p.ts_centroid_total,
+            p.ts_centroid_x,
+            p.ts_centroid_y,
+            p.ts_sigma_x,
+            p.ts_sigma_y,
+            p.ts_sigma_xy,
+            p.ts_skew_x,
+            p.ts_skew_y,
+            p.ts_kurtosis_x,
+            p.ts_kurtosis_y,
+            p.ts_eccentricity,
+            p.ts_orientation,
+        ];
         StatsPlugin {
-            indices: Resolved::default(),
+            p,
             scratch: Mutex::new(Vec::new()),
             hist_x: Mutex::new(None),
-            ts: TsRecorder::new(
-                "NDPluginStats",
-                TS_STATS.iter().map(|n| format!("TS{n}")).collect(),
-                vec!["TSTimestamp".into()],
-            ),
+            ts: TsRecorder::new(bind(&layout, TsControl::bind), series, vec![p.ts_timestamp]),
             max_threads: std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
                 .min(MAX_THREADS),
         }
     }
 
-    fn indices(&self, params: &ParamStore) -> Result<&Indices, PluginError> {
-        self.indices.get_or_resolve(|| Indices::resolve(params))
-    }
-
     /// HistogramX when (HistSize, HistMin, HistMax) changed since it was last published.
-    fn hist_x_update(&self, s: &Settings, pool: &Pool) -> Option<ParamValue> {
+    fn hist_x_update(&self, s: &Settings, pool: &Pool) -> Option<ArrayValue> {
         let key = s.hist_key();
         let mut last = self.hist_x.lock();
         if *last == Some(key) {
@@ -380,7 +285,6 @@ impl StatsPlugin {
         &self,
         frame: &NDArray,
         s: &Settings,
-        ix: &Indices,
         pool: &Pool,
         scratch: &mut Scratch,
     ) -> Result<(), PluginError> {
@@ -393,6 +297,7 @@ impl StatsPlugin {
         } else {
             1
         };
+        let p = &self.p;
         scratch.ts = [0.0; 22];
         let writes = &mut scratch.writes;
         if n == 0 {
@@ -413,7 +318,9 @@ impl StatsPlugin {
                 let cols = Columns::<T>::new(&mut scratch.cols, nx)
                     .ok_or_else(|| PluginError::Other("NDPluginStats: column scratch".into()))?;
                 match profs {
-                    Some(p) => kernel::scan::<T, true, true>(data, nx, thr, Some(cols), Some(p)),
+                    Some(sums) => {
+                        kernel::scan::<T, true, true>(data, nx, thr, Some(cols), Some(sums))
+                    }
                     None => kernel::scan::<T, true, false>(data, nx, thr, Some(cols), None),
                 }
             } else {
@@ -422,8 +329,8 @@ impl StatsPlugin {
             if none_pass {
                 // The placeholder threshold may have let the largest value through.
                 scan_out.moments = kernel::Moments::default();
-                if let Some(p) = prof.as_mut() {
-                    p.clear_threshold();
+                if let Some(prof) = prof.as_mut() {
+                    prof.clear_threshold();
                 }
             }
         }
@@ -459,12 +366,20 @@ impl StatsPlugin {
             for (t, v) in scratch.ts.iter_mut().zip([0, 6, 7, 1, 8, 9, 2, 3, 4, 5]) {
                 *t = vals[v];
             }
-            writes.extend(
-                ix.basic
-                    .iter()
-                    .zip(vals)
-                    .map(|(&i, v)| (i, ParamValue::Float(v))),
-            );
+            let basic = [
+                p.min_value,
+                p.max_value,
+                p.mean_value,
+                p.sigma,
+                p.total,
+                p.net,
+                p.min_x,
+                p.min_y,
+                p.max_x,
+                p.max_y,
+                p.sigma_value,
+            ];
+            writes.extend(basic.iter().zip(vals).map(|(h, v)| h.value(v)));
         }
 
         let centroid = if two_d {
@@ -489,19 +404,28 @@ impl StatsPlugin {
                 c.orientation,
             ];
             scratch.ts[10..].copy_from_slice(&vals);
-            writes.extend(
-                ix.centroid
-                    .iter()
-                    .zip(vals)
-                    .map(|(&i, v)| (i, ParamValue::Float(v))),
-            );
+            let handles = [
+                p.centroid_total,
+                p.centroid_x,
+                p.centroid_y,
+                p.sigma_x,
+                p.sigma_y,
+                p.sigma_xy,
+                p.skew_x,
+                p.skew_y,
+                p.kurtosis_x,
+                p.kurtosis_y,
+                p.eccentricity,
+                p.orientation,
+            ];
+            writes.extend(handles.iter().zip(vals).map(|(h, v)| h.value(v)));
         }
         if want_c {
-            writes.push((ix.profile_size[0], ParamValue::from(nx)));
-            writes.push((ix.profile_size[1], ParamValue::from(ny)));
+            writes.push(p.profile_size_x.value(nx as i64));
+            writes.push(p.profile_size_y.value(ny as i64));
         }
 
-        if let Some(mut p) = prof {
+        if let Some(mut prof) = prof {
             let mut cursor_val = 0.0;
             if two_d {
                 let [cx, cy] = s.cursor;
@@ -509,12 +433,22 @@ impl StatsPlugin {
                 let cy = cy.min(ny - 1);
                 let ccx = ((centroid.x + 0.5) as usize).min(nx - 1);
                 let ccy = ((centroid.y + 0.5) as usize).min(ny - 1);
-                p.lines(data, nx, [ccx, ccy], [cx, cy]);
+                prof.lines(data, nx, [ccx, ccy], [cx, cy]);
                 cursor_val = data.get(cy * nx + cx).map_or(0.0, |v| v.to_f64());
             }
-            writes.push((ix.cursor_val, ParamValue::Float(cursor_val)));
-            for ((&i, buf), len) in ix.profiles.iter().zip(p.bufs).zip(p.lens) {
-                writes.push((i, array_value(buf, len)));
+            writes.push(p.cursor_val.value(cursor_val));
+            let handles = [
+                p.profile_average_x,
+                p.profile_average_y,
+                p.profile_threshold_x,
+                p.profile_threshold_y,
+                p.profile_centroid_x,
+                p.profile_centroid_y,
+                p.profile_cursor_x,
+                p.profile_cursor_y,
+            ];
+            for ((h, buf), len) in handles.iter().zip(prof.bufs).zip(prof.lens) {
+                writes.push(h.value(array_value(buf, len)));
             }
         }
 
@@ -528,12 +462,12 @@ impl StatsPlugin {
             for (o, &c) in buf.as_mut_slice::<f64>().iter_mut().zip(counts.iter()) {
                 *o = c as f64;
             }
-            writes.push((ix.hist[0], ParamValue::from(h.below as i64)));
-            writes.push((ix.hist[1], ParamValue::from(h.above as i64)));
-            writes.push((ix.hist[2], ParamValue::Float(entropy)));
-            writes.push((ix.hist[3], array_value(buf, s.hist_size)));
+            writes.push(p.hist_below.value(h.below as i64));
+            writes.push(p.hist_above.value(h.above as i64));
+            writes.push(p.hist_entropy.value(entropy));
+            writes.push(p.histogram.value(array_value(buf, s.hist_size)));
             if let Some(x) = self.hist_x_update(s, pool) {
-                writes.push((ix.hist[4], x));
+                writes.push(p.histogram_x.value(x));
             }
         }
         Ok(())
@@ -564,23 +498,20 @@ impl Plugin for StatsPlugin {
                 input.codec.name
             )));
         }
-        let ix = self.indices(ctx.params)?;
-        let s = ctx.params.with_values(|v| Settings::read(v, ix));
+        let s = ctx.params.with_values(|v| Settings::read(v, &self.p));
         let mut scratch = self.scratch.lock().pop().unwrap_or_default();
         scratch.writes.clear();
         let res = with_pixel_type!(input.data_type, T => {
-            self.compute::<T>(input, &s, ix, ctx.pool(), &mut scratch)
+            self.compute::<T>(input, &s, ctx.pool(), &mut scratch)
         });
-        let mut recorded = Ok(());
         if res.is_ok() {
             ctx.params.set_many(&scratch.writes);
-            recorded = self.ts.record(ctx.params, &scratch.ts, input.time_stamp);
+            self.ts.record(ctx.params, &scratch.ts, input.time_stamp);
         }
         // Drop the array values now: their buffers go back to the pool.
         scratch.writes.clear();
         self.scratch.lock().push(scratch);
         res?;
-        recorded?;
         ctx.emit(Arc::clone(input));
         Ok(())
     }
@@ -588,13 +519,13 @@ impl Plugin for StatsPlugin {
     fn param_changed(&self, params: &ParamStore, idx: usize, value: &ParamValue) {
         self.ts.param_changed(params, idx, value);
         // HistogramX follows HistSize/HistMin/HistMax at once, as areaDetector's computeHistX.
-        let Ok(ix) = self.indices(params) else { return };
-        if ![ix.hist_size, ix.hist_min, ix.hist_max].contains(&idx) {
+        let p = &self.p;
+        if !(p.hist_size.is(idx) || p.hist_min.is(idx) || p.hist_max.is(idx)) {
             return;
         }
-        let s = params.with_values(|v| Settings::read(v, ix));
+        let s = params.with_values(|v| Settings::read(v, p));
         if let Some(x) = self.hist_x_update(&s, &Pool::unlimited()) {
-            params.set_many(&[(ix.hist[4], x)]);
+            p.histogram_x.set(params, x);
         }
     }
 }
@@ -608,13 +539,13 @@ fn f64_buf(pool: &Pool, len: usize) -> Result<BufferMut, PluginError> {
         .or_else(|_| Pool::unlimited().alloc(bytes))?)
 }
 
-fn array_value(buf: BufferMut, len: usize) -> ParamValue {
+fn array_value(buf: BufferMut, len: usize) -> ArrayValue {
     let len = len.min(buf.len() / 8);
-    ParamValue::Array(ArrayValue {
+    ArrayValue {
         data_type: DataType::Float64,
         buffer: buf.freeze(),
         len,
-    })
+    }
 }
 
 /// The eight profile arrays of one frame.

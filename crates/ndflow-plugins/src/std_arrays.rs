@@ -13,45 +13,37 @@
 
 use std::sync::Arc;
 
-use ndflow_core::{
-    convert_slice, with_pixel_type, ArrayValue, DataType, NDArray, ParamDef, ParamStore, ParamValue,
-};
-use ndflow_runtime::params::{DATA_TYPE_AUTOMATIC, DATA_TYPE_OUT_CHOICES};
-use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
+use ndflow_core::{convert_slice, with_pixel_type, ArrayValue, DataType, NDArray, ParamDef};
+use ndflow_runtime::params::{bind, plugin_layout, DATA_TYPE_AUTOMATIC, DATA_TYPE_OUT_CHOICES};
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 
-/// NDStdArrays.template's `ArrayData` plus the element-type menu.
-pub const STD_ARRAYS_PARAMS: &[ParamDef] = &[
-    ParamDef::array("ArrayData", DataType::UInt8)
-        .doc("The latest frame, flattened (dims[0] fastest); element type per ArrayDataType"),
-    ParamDef::enumeration("ArrayDataType", DATA_TYPE_OUT_CHOICES, DATA_TYPE_AUTOMATIC)
-        .doc("Element type of ArrayData (Automatic = the frame's own type, no copy)"),
-];
-
-#[derive(Debug)]
-struct Indices {
-    array_data: usize,
-    data_type: usize,
+ndflow_core::params! {
+    /// NDStdArrays.template's `ArrayData` plus the element-type menu.
+    pub const STD_ARRAYS_PARAMS, pub struct StdArraysParams {
+        array_data: array("ArrayData", DataType::UInt8)
+            .doc("The latest frame, flattened (dims[0] fastest); element type per ArrayDataType"),
+        array_data_type: enumeration("ArrayDataType", DATA_TYPE_OUT_CHOICES, DATA_TYPE_AUTOMATIC)
+            .doc("Element type of ArrayData (Automatic = the frame's own type, no copy)"),
+    }
 }
 
 /// NDPluginStdArrays. Stateless per frame (the store holds the array): up to 8 threads.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct StdArraysPlugin {
-    indices: Resolved<Indices>,
+    p: StdArraysParams,
 }
 
 impl StdArraysPlugin {
     pub fn new() -> StdArraysPlugin {
-        StdArraysPlugin::default()
+        StdArraysPlugin {
+            p: bind(&plugin_layout(STD_ARRAYS_PARAMS), StdArraysParams::bind),
+        }
     }
+}
 
-    fn indices(&self, p: &ParamStore) -> Result<&Indices, PluginError> {
-        self.indices.get_or_resolve(|| {
-            let one = |name: &str| param_index(p, "NDPluginStdArrays", name);
-            Ok(Indices {
-                array_data: one("ArrayData")?,
-                data_type: one("ArrayDataType")?,
-            })
-        })
+impl Default for StdArraysPlugin {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -119,12 +111,9 @@ impl Plugin for StdArraysPlugin {
         input: &Arc<NDArray>,
         ctx: &mut ProcessContext<'_>,
     ) -> Result<(), PluginError> {
-        let ix = self.indices(ctx.params)?;
-        let want = DataType::from_index(ctx.params.get_i64(ix.data_type));
+        let want = DataType::from_index(self.p.array_data_type.get(ctx.params));
         let value = array_value(input, want, ctx)?;
-        ctx.params
-            .set(ix.array_data, ParamValue::Array(value))
-            .map_err(|e| PluginError::Other(format!("NDPluginStdArrays: {e}")))?;
+        self.p.array_data.set(ctx.params, value);
         ctx.emit(Arc::clone(input));
         Ok(())
     }

@@ -27,93 +27,83 @@ mod buffer;
 mod recorder;
 
 use std::sync::Arc;
+use std::sync::Once;
 use std::time::Instant;
 
+use ndflow_core::handle::{join, Array, Param};
 use ndflow_core::{
-    with_pixel_type, DataType, EpicsTimeStamp, NDArray, ParamDef, ParamStore, ParamValue, Pixel,
+    with_pixel_type, ArrayValue, DataType, EpicsTimeStamp, NDArray, ParamDef, ParamStore,
+    ParamValue, Pixel,
 };
-use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
+use ndflow_runtime::params::{bind, bind_first, plugin_layout};
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
 pub use buffer::{Pushed, TsBuffer};
-pub(crate) use recorder::with_ts_control;
 pub use recorder::{
-    f64_array, TsRecorder, TS_ACQUIRING_CHOICES, TS_CONTROL_CHOICES, TS_DEFAULT_POINTS,
-    TS_MAX_POINTS, TS_MODE_CHOICES,
+    f64_values, TsControl, TsRecorder, TS_ACQUIRING_CHOICES, TS_CONTROL_CHOICES, TS_CONTROL_PARAMS,
+    TS_DEFAULT_POINTS, TS_MAX_POINTS, TS_MODE_CHOICES,
 };
 
 /// Signals per port: the default and the most a port can be configured with.
 pub const DEFAULT_SIGNALS: usize = 8;
 pub const MAX_SIGNALS: usize = 32;
 
-macro_rules! timeseries_params {
-    ($($n:literal),+) => {
-        &[
-            ParamDef::enumeration("TSAcquire", &["Done", "Acquire"], 0)
-                .busy()
-                .doc("Acquire erases and starts the time series; Done stops and publishes it"),
-            ParamDef::enumeration("TSAcquiring", TS_ACQUIRING_CHOICES, 0)
-                .read_only_plain()
-                .doc("Whether inputs are being added"),
-            ParamDef::enumeration("TSRead", &["Done", "Read"], 0)
-                .doc("Read publishes the time series (waveforms and an output frame)"),
-            ParamDef::int32("TSNumPoints", TS_DEFAULT_POINTS as i32)
-                .range(1.0, TS_MAX_POINTS as f64)
-                .doc("Points per time series (a write erases them)"),
-            ParamDef::int32("TSCurrentPoint", 0).read_only_plain().doc("Next point to be written"),
-            ParamDef::float64("TSTimePerPointLink", 0.0).doc("Copied to TSTimePerPoint"),
-            ParamDef::float64("TSTimePerPoint", 0.0).min(0.0).doc("Seconds between input time points"),
-            ParamDef::float64("TSAveragingTime", 0.0)
-                .min(0.0)
-                .doc("Requested seconds per point; readback: TSTimePerPoint * TSNumAverage"),
-            ParamDef::int32("TSNumAverage", 1).read_only_plain().doc("Inputs averaged per point"),
-            ParamDef::float64("TSElapsedTime", 0.0).read_only_plain().doc("Seconds since Acquire"),
-            ParamDef::enumeration("TSAcquireMode", TS_MODE_CHOICES, 0)
-                .doc("Fixed length (stop when full) or Circ. buffer (keep the latest; a write erases)"),
-            ParamDef::array("TSTimestamp", DataType::Float64).doc("Time stamp of each point"),
-            ParamDef::array("TSTimeAxis", DataType::Float64).doc("Time of each point (seconds)"),
-            $(
-                ParamDef::string(concat!($n, ":Name"), "").doc("Name of this signal"),
-                ParamDef::array(concat!($n, ":TimeSeries"), DataType::Float64)
-                    .doc("This signal's time series"),
-            )+
-        ]
-    };
+ndflow_core::params! {
+    /// NDTimeSeries' records.
+    pub const TIMESERIES_PORT_PARAMS, pub struct TimeSeriesParams {
+        ts_acquire: enumeration("TSAcquire", &["Done", "Acquire"], 0)
+            .busy()
+            .doc("Acquire erases and starts the time series; Done stops and publishes it"),
+        ts_acquiring: enumeration("TSAcquiring", TS_ACQUIRING_CHOICES, 0)
+            .read_only_plain()
+            .doc("Whether inputs are being added"),
+        ts_read: enumeration("TSRead", &["Done", "Read"], 0)
+            .doc("Read publishes the time series (waveforms and an output frame)"),
+        ts_num_points: int32("TSNumPoints", TS_DEFAULT_POINTS as i32)
+            .range(1.0, TS_MAX_POINTS as f64)
+            .doc("Points per time series (a write erases them)"),
+        ts_current_point: int32("TSCurrentPoint", 0).read_only_plain().doc("Next point to be written"),
+        ts_time_per_point_link: float64("TSTimePerPointLink", 0.0).doc("Copied to TSTimePerPoint"),
+        ts_time_per_point: float64("TSTimePerPoint", 0.0).min(0.0).doc("Seconds between input time points"),
+        ts_averaging_time: float64("TSAveragingTime", 0.0)
+            .min(0.0)
+            .doc("Requested seconds per point; readback: TSTimePerPoint * TSNumAverage"),
+        ts_num_average: int32("TSNumAverage", 1).read_only_plain().doc("Inputs averaged per point"),
+        ts_elapsed_time: float64("TSElapsedTime", 0.0).read_only_plain().doc("Seconds since Acquire"),
+        ts_acquire_mode: enumeration("TSAcquireMode", TS_MODE_CHOICES, 0)
+            .doc("Fixed length (stop when full) or Circ. buffer (keep the latest; a write erases)"),
+        ts_timestamp: array("TSTimestamp", DataType::Float64).doc("Time stamp of each point"),
+        ts_time_axis: array("TSTimeAxis", DataType::Float64).doc("Time of each point (seconds)"),
+    }
+}
+
+ndflow_core::params! {
+    /// NDTimeSeriesN's records, once per signal (`N:`), for [`MAX_SIGNALS`].
+    pub const TIMESERIES_SIGNAL_PARAMS: [pub struct SignalParams;
+        "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16",
+        "17", "18", "19", "20", "21", "22", "23", "24", "25", "26", "27", "28", "29", "30", "31",
+        "32"
+    ] {
+        name: string("Name", "").doc("Name of this signal"),
+        time_series: array("TimeSeries", DataType::Float64).doc("This signal's time series"),
+    }
 }
 
 /// NDTimeSeries' records, then NDTimeSeriesN's once per signal (`N:`), for [`MAX_SIGNALS`].
-pub const TIMESERIES_PARAMS: &[ParamDef] = timeseries_params!(
-    "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17",
-    "18", "19", "20", "21", "22", "23", "24", "25", "26", "27", "28", "29", "30", "31", "32"
-);
+pub const TIMESERIES_PARAMS: &[ParamDef] = &join::<
+    { TIMESERIES_PORT_PARAMS.len() + TIMESERIES_SIGNAL_PARAMS.len() },
+>(&[TIMESERIES_PORT_PARAMS, TIMESERIES_SIGNAL_PARAMS]);
 
-/// The first `n` per-address blocks of a table whose port records come first and whose
-/// per-address records start with `1:`: `table[..port + n * per]`.
-pub fn first_addresses(table: &'static [ParamDef], max: usize, n: usize) -> &'static [ParamDef] {
-    let port = table
-        .iter()
-        .position(|d| d.name.starts_with("1:"))
-        .unwrap_or(table.len());
-    let per = (table.len() - port) / max.max(1);
-    &table[..(port + n.min(max) * per).min(table.len())]
-}
-
-#[derive(Debug)]
-struct Indices {
-    acquire: usize,
-    acquiring: usize,
-    read: usize,
-    num_points: usize,
-    current: usize,
-    tpp_link: usize,
-    tpp: usize,
-    averaging: usize,
-    num_average: usize,
-    elapsed: usize,
-    mode: usize,
-    stamps: usize,
-    axis: usize,
-    series: Vec<usize>,
+/// The port's records and those of its first `n` addresses: `table[..port + n * per]`, where
+/// `port` records come first and each address has `per`.
+pub fn first_addresses(
+    table: &'static [ParamDef],
+    port: usize,
+    per: usize,
+    n: usize,
+) -> &'static [ParamDef] {
+    &table[..(port + n * per).min(table.len())]
 }
 
 #[derive(Debug)]
@@ -132,7 +122,13 @@ struct State {
 #[derive(Debug)]
 pub struct TimeSeriesPlugin {
     max_signals: usize,
-    ix: Resolved<Indices>,
+    /// The table [`Plugin::params`] returns: the first `max_signals` signals.
+    own: &'static [ParamDef],
+    p: TimeSeriesParams,
+    /// Each signal's waveform `N:TimeSeries`.
+    series: Vec<Param<Array>>,
+    /// TSTimeAxis starts as [`TS_DEFAULT_POINTS`] zeros, published on first use.
+    axis_init: Once,
     state: Mutex<State>,
 }
 
@@ -150,9 +146,20 @@ impl TimeSeriesPlugin {
     /// A port serving `n` signals (1..=32, clamped).
     pub fn with_signals(n: usize) -> Self {
         let max_signals = n.clamp(1, MAX_SIGNALS);
+        let own = first_addresses(
+            TIMESERIES_PARAMS,
+            TIMESERIES_PORT_PARAMS.len(),
+            SignalParams::LEN,
+            max_signals,
+        );
+        let layout = plugin_layout(own);
+        let signals = bind_first(&layout, max_signals, SignalParams::bind_first);
         TimeSeriesPlugin {
             max_signals,
-            ix: Resolved::default(),
+            own,
+            p: bind(&layout, TimeSeriesParams::bind),
+            series: signals.iter().map(|s| s.time_series).collect(),
+            axis_init: Once::new(),
             state: Mutex::new(State {
                 buf: TsBuffer::new(max_signals, TS_DEFAULT_POINTS),
                 data_type: DataType::Float64,
@@ -165,35 +172,17 @@ impl TimeSeriesPlugin {
         }
     }
 
-    fn ix(&self, p: &ParamStore) -> Result<&Indices, PluginError> {
-        self.ix.get_or_resolve(|| {
-            let one = |n: &str| param_index(p, "NDPluginTimeSeries", n);
-            let ix = Indices {
-                acquire: one("TSAcquire")?,
-                acquiring: one("TSAcquiring")?,
-                read: one("TSRead")?,
-                num_points: one("TSNumPoints")?,
-                current: one("TSCurrentPoint")?,
-                tpp_link: one("TSTimePerPointLink")?,
-                tpp: one("TSTimePerPoint")?,
-                averaging: one("TSAveragingTime")?,
-                num_average: one("TSNumAverage")?,
-                elapsed: one("TSElapsedTime")?,
-                mode: one("TSAcquireMode")?,
-                stamps: one("TSTimestamp")?,
-                axis: one("TSTimeAxis")?,
-                series: (1..=self.max_signals)
-                    .map(|n| one(&format!("{n}:TimeSeries")))
-                    .collect::<Result<_, _>>()?,
-            };
-            p.set_many(&[(ix.axis, f64_array(&vec![0.0; TS_DEFAULT_POINTS]))]);
-            Ok(ix)
-        })
+    fn init_axis(&self, p: &ParamStore) {
+        self.axis_init.call_once(|| {
+            self.p
+                .ts_time_axis
+                .set(p, f64_values(&vec![0.0; TS_DEFAULT_POINTS]));
+        });
     }
 
     /// TSNumAverage, TSAveragingTime_RBV and TSTimeAxis from TSTimePerPoint and the request.
-    fn averaging(&self, p: &ParamStore, ix: &Indices, st: &mut State) -> Vec<(usize, ParamValue)> {
-        let tpp = p.get_f64(ix.tpp);
+    fn averaging(&self, p: &ParamStore, st: &mut State) -> Vec<(usize, ParamValue)> {
+        let tpp = self.p.ts_time_per_point.get(p);
         let req = st.averaging_requested;
         let (n, actual) = if tpp > 0.0 {
             let n = ((req / tpp + 0.5) as usize).max(1);
@@ -203,32 +192,31 @@ impl TimeSeriesPlugin {
         };
         st.buf.set_num_average(n);
         vec![
-            (ix.num_average, ParamValue::from(n as i64)),
-            (ix.averaging, ParamValue::Float(actual)),
-            axis(ix, &st.buf, actual),
+            self.p.ts_num_average.value(n as i64),
+            self.p.ts_averaging_time.value(actual),
+            self.p.ts_time_axis.value(axis(&st.buf, actual)),
         ]
     }
 
-    fn publish(ix: &Indices, st: &State) -> Vec<(usize, ParamValue)> {
-        let mut w: Vec<(usize, ParamValue)> = ix
+    fn publish(&self, st: &State) -> Vec<(usize, ParamValue)> {
+        let mut w: Vec<(usize, ParamValue)> = self
             .series
             .iter()
             .enumerate()
-            .map(|(s, &i)| (i, f64_array(&st.buf.series(s))))
+            .map(|(s, h)| h.value(f64_values(&st.buf.series(s))))
             .collect();
-        w.push((ix.stamps, f64_array(&st.buf.stamps())));
+        w.push(self.p.ts_timestamp.value(f64_values(&st.buf.stamps())));
         w
     }
 
-    fn status(ix: &Indices, st: &State) -> Vec<(usize, ParamValue)> {
+    fn status(&self, st: &State) -> Vec<(usize, ParamValue)> {
         vec![
-            (ix.current, ParamValue::from(st.buf.current() as i64)),
-            (ix.acquiring, ParamValue::from(i64::from(st.buf.acquiring))),
-            (ix.acquire, ParamValue::from(i64::from(st.buf.acquiring))),
-            (
-                ix.elapsed,
-                ParamValue::Float(st.started.elapsed().as_secs_f64()),
-            ),
+            self.p.ts_current_point.value(st.buf.current() as i64),
+            self.p.ts_acquiring.value(i64::from(st.buf.acquiring)),
+            self.p.ts_acquire.value(i64::from(st.buf.acquiring)),
+            self.p
+                .ts_elapsed_time
+                .value(st.started.elapsed().as_secs_f64()),
         ]
     }
 
@@ -270,7 +258,8 @@ impl TimeSeriesPlugin {
     }
 }
 
-fn axis(ix: &Indices, b: &TsBuffer, per_point: f64) -> (usize, ParamValue) {
+/// TSTimeAxis: the time of each point.
+fn axis(b: &TsBuffer, per_point: f64) -> ArrayValue {
     let n = b.n_points();
     let v: Vec<f64> = (0..n)
         .map(|i| {
@@ -281,7 +270,7 @@ fn axis(ix: &Indices, b: &TsBuffer, per_point: f64) -> (usize, ParamValue) {
             }
         })
         .collect();
-    (ix.axis, f64_array(&v))
+    f64_values(&v)
 }
 
 impl Plugin for TimeSeriesPlugin {
@@ -290,49 +279,49 @@ impl Plugin for TimeSeriesPlugin {
     }
 
     fn params(&self) -> &'static [ParamDef] {
-        first_addresses(TIMESERIES_PARAMS, MAX_SIGNALS, self.max_signals)
+        self.own
     }
 
     fn param_changed(&self, p: &ParamStore, idx: usize, value: &ParamValue) {
-        let Ok(ix) = self.ix(p) else { return };
+        self.init_axis(p);
         let v = value.as_f64().unwrap_or(0.0);
         let mut st = self.state.lock();
         let mut w = Vec::new();
-        if idx == ix.acquire {
+        if self.p.ts_acquire.is(idx) {
             if v != 0.0 {
                 st.buf.erase();
                 st.started = Instant::now();
                 st.buf.acquiring = true;
             } else {
                 st.buf.acquiring = false;
-                w.extend(Self::publish(ix, &st));
+                w.extend(self.publish(&st));
                 st.pending_output = true;
             }
-        } else if idx == ix.read {
+        } else if self.p.ts_read.is(idx) {
             if v != 0.0 {
-                w.extend(Self::publish(ix, &st));
+                w.extend(self.publish(&st));
                 st.pending_output = true;
-                w.push((ix.read, ParamValue::from(0i64)));
+                w.push(self.p.ts_read.value(0));
             }
-        } else if idx == ix.num_points {
+        } else if self.p.ts_num_points.is(idx) {
             let n = st.buf.n_signals();
             st.buf.resize(n, v.max(1.0) as usize);
-            w.extend(self.averaging(p, ix, &mut st));
-        } else if idx == ix.mode {
+            w.extend(self.averaging(p, &mut st));
+        } else if self.p.ts_acquire_mode.is(idx) {
             st.buf.set_circular(v == 1.0);
-            w.extend(self.averaging(p, ix, &mut st));
-        } else if idx == ix.tpp_link {
-            let _ = p.set(ix.tpp, v.max(0.0));
-            w.extend(self.averaging(p, ix, &mut st));
-        } else if idx == ix.tpp {
-            w.extend(self.averaging(p, ix, &mut st));
-        } else if idx == ix.averaging {
+            w.extend(self.averaging(p, &mut st));
+        } else if self.p.ts_time_per_point_link.is(idx) {
+            self.p.ts_time_per_point.set(p, v.max(0.0));
+            w.extend(self.averaging(p, &mut st));
+        } else if self.p.ts_time_per_point.is(idx) {
+            w.extend(self.averaging(p, &mut st));
+        } else if self.p.ts_averaging_time.is(idx) {
             st.averaging_requested = v;
-            w.extend(self.averaging(p, ix, &mut st));
+            w.extend(self.averaging(p, &mut st));
         } else {
             return;
         }
-        w.extend(Self::status(ix, &st));
+        w.extend(self.status(&st));
         p.set_many(&w);
     }
 
@@ -353,7 +342,7 @@ impl Plugin for TimeSeriesPlugin {
                 input.sizes()
             )));
         }
-        let ix = self.ix(ctx.params)?;
+        self.init_axis(ctx.params);
         let mut st = self.state.lock();
         let signals_in = input.dims.first().map_or(1, |d| d.size).max(1);
         if input.data_type != st.data_type || signals_in != st.signals_in {
@@ -367,10 +356,10 @@ impl Plugin for TimeSeriesPlugin {
         if st.buf.acquiring {
             let full = with_pixel_type!(input.data_type, T => Self::add::<T>(&mut st, input))?;
             if full {
-                w.extend(Self::publish(ix, &st));
+                w.extend(self.publish(&st));
                 st.pending_output = true;
             }
-            w.extend(Self::status(ix, &st));
+            w.extend(self.status(&st));
         }
         if std::mem::take(&mut st.pending_output) {
             let out = with_pixel_type!(input.data_type, T => Self::output::<T>(&mut st, ctx))?;

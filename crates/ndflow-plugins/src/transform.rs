@@ -20,8 +20,9 @@ mod tests;
 
 use std::sync::Arc;
 
-use ndflow_core::{with_pixel_type, ColorMode, Dim, NDArray, ParamDef, ParamStore};
-use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
+use ndflow_core::{with_pixel_type, ColorMode, Dim, NDArray, ParamDef};
+use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 
 pub use kernel::{Colour, Map};
 
@@ -37,8 +38,12 @@ pub const TRANSFORM_TYPES: &[&str] = &[
     "Rot270Mirror",
 ];
 
-pub const TRANSFORM_PARAMS: &[ParamDef] = &[ParamDef::enumeration("Type", TRANSFORM_TYPES, 0)
-    .doc("None, Rot90 (clockwise), Rot180, Rot270, Mirror (left-right), Rot90Mirror (transpose), Rot180Mirror (up-down), Rot270Mirror")];
+ndflow_core::params! {
+    pub const TRANSFORM_PARAMS, pub struct TransformParams {
+        type_: enumeration("Type", TRANSFORM_TYPES, 0)
+            .doc("None, Rot90 (clockwise), Rot180, Rot270, Mirror (left-right), Rot90Mirror (transpose), Rot180Mirror (up-down), Rot270Mirror"),
+    }
+}
 
 /// Where the image axes and colour planes of a frame are (element strides).
 #[derive(Debug, Clone, Copy)]
@@ -97,28 +102,23 @@ fn out_dims(input: &[Dim], l: &Layout, map: &Map) -> Vec<Dim> {
     out
 }
 
-#[derive(Debug)]
-struct Indices {
-    kind: usize,
-}
-
 /// NDPluginTransform. Stateless per frame: up to 8 worker threads.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct TransformPlugin {
-    indices: Resolved<Indices>,
+    p: TransformParams,
 }
 
 impl TransformPlugin {
     pub fn new() -> TransformPlugin {
-        TransformPlugin::default()
+        TransformPlugin {
+            p: bind(&plugin_layout(TRANSFORM_PARAMS), TransformParams::bind),
+        }
     }
+}
 
-    fn indices(&self, p: &ParamStore) -> Result<&Indices, PluginError> {
-        self.indices.get_or_resolve(|| {
-            Ok(Indices {
-                kind: param_index(p, "NDPluginTransform", "Type")?,
-            })
-        })
+impl Default for TransformPlugin {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -147,8 +147,7 @@ impl Plugin for TransformPlugin {
             )));
         }
         let l = layout(input)?;
-        let ix = self.indices(ctx.params)?;
-        let kind = ctx.params.get_i64(ix.kind);
+        let kind = self.p.type_.get(ctx.params);
         let (w, h) = (input.dims[l.x_dim].size, input.dims[l.y_dim].size);
         let map = Map::new(kind, w, h);
         if map.is_identity() {

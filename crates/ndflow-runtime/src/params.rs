@@ -411,6 +411,18 @@ pub fn bind<H>(layout: &ParamLayout, bind: fn(&ParamLayout) -> Result<H, ParamEr
     }
 }
 
+/// [`bind`] for the handles of the first `n` addresses of an addressed (`N:`) table.
+pub fn bind_first<S>(
+    layout: &ParamLayout,
+    n: usize,
+    bind_first: fn(&ParamLayout, usize) -> Result<Vec<S>, ParamError>,
+) -> Vec<S> {
+    match bind_first(layout, n) {
+        Ok(h) => h,
+        Err(e) => panic!("parameter declarations disagree: {e}"),
+    }
+}
+
 /// The base handles every plugin port has.
 #[derive(Debug, Clone, Copy)]
 pub struct PluginBase {

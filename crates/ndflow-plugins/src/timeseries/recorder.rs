@@ -3,8 +3,8 @@
 //! Stop, Read, Erase), TSRead, TSNumPoints, TSCurrentPoint, TSAcquiring, plus TSAcquireMode
 //! (Fixed length / Circ. buffer) from NDTimeSeries. The store is [`TsBuffer`].
 
+use ndflow_core::handle::{Array, Param};
 use ndflow_core::{ArrayValue, Buffer, DataType, ParamStore, ParamValue};
-use ndflow_runtime::{param_index, PluginError, Resolved};
 use parking_lot::Mutex;
 
 use super::buffer::{Pushed, TsBuffer};
@@ -16,91 +16,53 @@ pub const TS_MODE_CHOICES: &[&str] = &["Fixed length", "Circ. buffer"];
 pub const TS_DEFAULT_POINTS: usize = 2048;
 pub const TS_MAX_POINTS: usize = 1_000_000;
 
-/// `&[TS control records..., $entries...]`: a plugin's table with the recorder's records
-/// first (one declaration for ROIStat and Stats).
-macro_rules! with_ts_control {
-    ($($e:expr),* $(,)?) => {
-        &[
-            ::ndflow_core::ParamDef::enumeration("TSControl", $crate::timeseries::TS_CONTROL_CHOICES, 2)
-                .doc("Time series: Erase/Start, Start (resume), Stop, Read (publish), Erase"),
-            ::ndflow_core::ParamDef::int32("TSRead", 0).doc("Any write publishes the time series (TSControl Read)"),
-            ::ndflow_core::ParamDef::int32("TSNumPoints", $crate::timeseries::TS_DEFAULT_POINTS as i32)
-                .range(1.0, $crate::timeseries::TS_MAX_POINTS as f64)
-                .doc("Points per time series (a write erases them)"),
-            ::ndflow_core::ParamDef::int32("TSCurrentPoint", 0).read_only_plain().doc("Next time-series point"),
-            ::ndflow_core::ParamDef::enumeration("TSAcquiring", $crate::timeseries::TS_ACQUIRING_CHOICES, 0)
-                .read_only_plain()
-                .doc("Whether frames are being added to the time series"),
-            ::ndflow_core::ParamDef::enumeration("TSAcquireMode", $crate::timeseries::TS_MODE_CHOICES, 0)
-                .doc("Fixed length (stop when full) or Circ. buffer (keep the latest; a write erases)"),
-            $($e,)*
-        ]
-    };
-}
-pub(crate) use with_ts_control;
-
-#[derive(Debug)]
-struct Indices {
-    control: usize,
-    read: usize,
-    num_points: usize,
-    current: usize,
-    acquiring: usize,
-    mode: usize,
-    /// Waveform per signal.
-    series: Vec<usize>,
-    /// Waveforms that all show the time stamps.
-    stamps: Vec<usize>,
+ndflow_core::params! {
+    /// ROIStat's time-series control records, first in the tables of ROIStat and Stats
+    /// (joined with [`ndflow_core::handle::join`]).
+    pub const TS_CONTROL_PARAMS, pub struct TsControl {
+        ts_control: enumeration("TSControl", TS_CONTROL_CHOICES, 2)
+            .doc("Time series: Erase/Start, Start (resume), Stop, Read (publish), Erase"),
+        ts_read: int32("TSRead", 0).doc("Any write publishes the time series (TSControl Read)"),
+        ts_num_points: int32("TSNumPoints", TS_DEFAULT_POINTS as i32)
+            .range(1.0, TS_MAX_POINTS as f64)
+            .doc("Points per time series (a write erases them)"),
+        ts_current_point: int32("TSCurrentPoint", 0).read_only_plain().doc("Next time-series point"),
+        ts_acquiring: enumeration("TSAcquiring", TS_ACQUIRING_CHOICES, 0)
+            .read_only_plain()
+            .doc("Whether frames are being added to the time series"),
+        ts_acquire_mode: enumeration("TSAcquireMode", TS_MODE_CHOICES, 0)
+            .doc("Fixed length (stop when full) or Circ. buffer (keep the latest; a write erases)"),
+    }
 }
 
 /// A plugin's time series of its own results. Thread-safe.
 #[derive(Debug)]
 pub struct TsRecorder {
-    plugin: &'static str,
-    series_names: Vec<String>,
-    stamp_names: Vec<String>,
+    p: TsControl,
+    /// Waveform per signal.
+    series: Vec<Param<Array>>,
+    /// Waveforms that all show the time stamps.
+    stamps: Vec<Param<Array>>,
     buf: Mutex<TsBuffer>,
-    ix: Resolved<Indices>,
 }
 
 impl TsRecorder {
-    /// One signal per name in `series_names` (its waveform parameter); the time stamps are
-    /// published to every parameter of `stamp_names`.
-    pub fn new(plugin: &'static str, series_names: Vec<String>, stamp_names: Vec<String>) -> Self {
+    /// One signal per waveform of `series`; the time stamps are published to every waveform
+    /// of `stamps`. `p` are the control records' handles in the same port.
+    pub fn new(p: TsControl, series: Vec<Param<Array>>, stamps: Vec<Param<Array>>) -> Self {
         TsRecorder {
-            plugin,
-            buf: Mutex::new(TsBuffer::new(series_names.len(), TS_DEFAULT_POINTS)),
-            series_names,
-            stamp_names,
-            ix: Resolved::default(),
+            p,
+            buf: Mutex::new(TsBuffer::new(series.len(), TS_DEFAULT_POINTS)),
+            series,
+            stamps,
         }
-    }
-
-    fn ix(&self, p: &ParamStore) -> Result<&Indices, PluginError> {
-        self.ix.get_or_resolve(|| {
-            let one = |n: &str| param_index(p, self.plugin, n);
-            let all = |names: &[String]| -> Result<Vec<usize>, PluginError> {
-                names.iter().map(|n| one(n)).collect()
-            };
-            Ok(Indices {
-                control: one("TSControl")?,
-                read: one("TSRead")?,
-                num_points: one("TSNumPoints")?,
-                current: one("TSCurrentPoint")?,
-                acquiring: one("TSAcquiring")?,
-                mode: one("TSAcquireMode")?,
-                series: all(&self.series_names)?,
-                stamps: all(&self.stamp_names)?,
-            })
-        })
     }
 
     /// Handles a write to one of the recorder's records (others are ignored).
     pub fn param_changed(&self, p: &ParamStore, idx: usize, value: &ParamValue) {
-        let Ok(ix) = self.ix(p) else { return };
         let v = value.as_i64().unwrap_or(0);
         let mut b = self.buf.lock();
-        let publish = if idx == ix.control {
+        let publish = if self.p.ts_control.is(idx) {
             match v {
                 0 => {
                     b.erase();
@@ -122,72 +84,70 @@ impl TsRecorder {
                     true
                 }
             }
-        } else if idx == ix.read {
+        } else if self.p.ts_read.is(idx) {
             true
-        } else if idx == ix.num_points {
+        } else if self.p.ts_num_points.is(idx) {
             let n = b.n_signals();
             b.resize(n, usize::try_from(v).unwrap_or(1));
             true
-        } else if idx == ix.mode {
+        } else if self.p.ts_acquire_mode.is(idx) {
             b.set_circular(v == 1);
             true
         } else {
             return;
         };
-        let mut writes = status(&b, ix);
+        let mut writes = self.status(&b);
         if publish {
-            writes.extend(series_writes(&b, ix));
+            writes.extend(self.series_writes(&b));
         }
         p.set_many(&writes);
     }
 
     /// Adds one point (`values[s]` for signal `s`) while acquiring; a Fixed length series
     /// that fills stops and is published.
-    pub fn record(&self, p: &ParamStore, values: &[f64], stamp: f64) -> Result<(), PluginError> {
-        let ix = self.ix(p)?;
+    pub fn record(&self, p: &ParamStore, values: &[f64], stamp: f64) {
         let mut b = self.buf.lock();
         let pushed = b.push(values, stamp, |v| v);
         if pushed == Pushed::Ignored {
-            return Ok(());
+            return;
         }
-        let mut writes = status(&b, ix);
+        let mut writes = self.status(&b);
         if pushed == Pushed::Full {
-            writes.extend(series_writes(&b, ix));
+            writes.extend(self.series_writes(&b));
         }
         p.set_many(&writes);
-        Ok(())
     }
 
     /// Whether points are being recorded.
     pub fn acquiring(&self) -> bool {
         self.buf.lock().acquiring
     }
+
+    fn status(&self, b: &TsBuffer) -> Vec<(usize, ParamValue)> {
+        vec![
+            self.p.ts_current_point.value(b.current() as i64),
+            self.p.ts_acquiring.value(i64::from(b.acquiring)),
+        ]
+    }
+
+    fn series_writes(&self, b: &TsBuffer) -> Vec<(usize, ParamValue)> {
+        let mut out: Vec<(usize, ParamValue)> = self
+            .series
+            .iter()
+            .enumerate()
+            .map(|(s, h)| h.value(f64_values(&b.series(s))))
+            .collect();
+        let stamps = f64_values(&b.stamps());
+        out.extend(self.stamps.iter().map(|h| h.value(stamps.clone())));
+        out
+    }
 }
 
-fn status(b: &TsBuffer, ix: &Indices) -> Vec<(usize, ParamValue)> {
-    vec![
-        (ix.current, ParamValue::from(b.current() as i64)),
-        (ix.acquiring, ParamValue::from(i64::from(b.acquiring))),
-    ]
-}
-
-fn series_writes(b: &TsBuffer, ix: &Indices) -> Vec<(usize, ParamValue)> {
-    let mut out: Vec<(usize, ParamValue)> = ix
-        .series
-        .iter()
-        .enumerate()
-        .map(|(s, &i)| (i, f64_array(&b.series(s))))
-        .collect();
-    let stamps = f64_array(&b.stamps());
-    out.extend(ix.stamps.iter().map(|&i| (i, stamps.clone())));
-    out
-}
-
-/// A Float64 array parameter value holding `v`.
-pub fn f64_array(v: &[f64]) -> ParamValue {
-    ParamValue::Array(ArrayValue {
+/// A Float64 array holding `v`.
+pub fn f64_values(v: &[f64]) -> ArrayValue {
+    ArrayValue {
         data_type: DataType::Float64,
         buffer: Buffer::from_bytes(bytemuck::cast_slice(v)),
         len: v.len(),
-    })
+    }
 }
