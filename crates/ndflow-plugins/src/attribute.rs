@@ -24,6 +24,7 @@ use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
 use crate::timeseries::f64_values;
+use ndflow_runtime::{Built, PortType};
 
 /// Attributes per port.
 pub const MAX_ATTRIBUTES: usize = 8;
@@ -189,3 +190,11 @@ impl Plugin for AttributePlugin {
         Ok(())
     }
 }
+
+/// The port type `type = "attribute"`.
+pub const PORT: PortType = PortType::plugin(
+    "attribute",
+    "NDPluginAttribute",
+    "8 chosen frame attributes (or uniqueId/time stamps) as value, sum and time series",
+    |_| Ok(Built::Plugin(std::sync::Arc::new(AttributePlugin::new()))),
+);

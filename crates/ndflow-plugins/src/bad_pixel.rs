@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use ndflow_core::{with_pixel_type, NDArray, ParamDef, ParamStore, ParamValue, Pixel};
 use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::{Built, PortType};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
@@ -280,3 +281,11 @@ impl Plugin for BadPixelPlugin {
         Ok(())
     }
 }
+
+/// The port type `type = "badpixel"`.
+pub const PORT: PortType = PortType::plugin(
+    "badpixel",
+    "NDPluginBadPixel",
+    "Bad pixels from a JSON file: Set, Replace or Median, following ROI/binning",
+    |_| Ok(Built::Plugin(std::sync::Arc::new(BadPixelPlugin::new()))),
+);

@@ -36,6 +36,7 @@ use parking_lot::Mutex;
 
 use crate::attribute::attribute_value;
 use calc::{Calc, NARGS};
+use ndflow_runtime::{Built, PortType};
 
 ndflow_core::params! {
     pub const CIRCULAR_BUFF_PARAMS, pub struct CircularBuffParams {
@@ -348,3 +349,15 @@ impl Plugin for CircularBuffPlugin {
         Ok(())
     }
 }
+
+/// The port type `type = "circularbuff"`.
+pub const PORT: PortType = PortType::plugin(
+    "circularbuff",
+    "NDPluginCircularBuff",
+    "PreCount ring sent around a calc-expression or soft trigger, then PostCount frames",
+    |_| {
+        Ok(Built::Plugin(
+            std::sync::Arc::new(CircularBuffPlugin::new()),
+        ))
+    },
+);

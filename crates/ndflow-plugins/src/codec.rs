@@ -23,6 +23,7 @@ use ndflow_codec::bslz4::BsFraming;
 use ndflow_codec::{blosc, bslz4, jpeg, lz4, zlib, CodecError};
 use ndflow_core::{Codec, ColorMode, DataType, NDArray, ParamDef, ParamStore, Pool};
 use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::{Built, PortType};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 
 /// Compressor menu, in NDCodec.template's order.
@@ -286,3 +287,11 @@ impl Plugin for CodecPlugin {
         }
     }
 }
+
+/// The port type `type = "codec"`.
+pub const PORT: PortType = PortType::plugin(
+    "codec",
+    "NDPluginCodec",
+    "Compress (JPEG, Zlib, Blosc, LZ4, LZ4HDF5, BSLZ4) or decompress",
+    |_| Ok(Built::Plugin(std::sync::Arc::new(CodecPlugin::new()))),
+);

@@ -19,6 +19,19 @@
 
 mod kernel;
 mod simd;
+
+/// The port type `type = "colorconvert"`.
+pub const PORT: PortType = PortType::plugin(
+    "colorconvert",
+    "NDPluginColorConvert",
+    "Colour mode conversion: Mono/Bayer/RGB1/2/3, false colour",
+    |_| {
+        Ok(Built::Plugin(
+            std::sync::Arc::new(ColorConvertPlugin::new()),
+        ))
+    },
+);
+
 #[cfg(test)]
 mod tests;
 
@@ -26,6 +39,7 @@ use std::sync::Arc;
 
 use ndflow_core::{with_pixel_type, BayerPattern, ColorMode, DataType, Dim, NDArray, ParamDef};
 use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::{Built, PortType};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 
 pub use kernel::{false_colour, FalseColor};

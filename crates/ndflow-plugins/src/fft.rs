@@ -22,6 +22,7 @@ use ndflow_core::{
     with_pixel_type, ArrayValue, DataType, NDArray, ParamDef, ParamStore, ParamValue, Pixel,
 };
 use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::{Built, PortType};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 use rustfft::num_complex::Complex;
@@ -243,3 +244,11 @@ impl Plugin for FftPlugin {
         Ok(())
     }
 }
+
+/// The port type `type = "fft"`.
+pub const PORT: PortType = PortType::plugin(
+    "fft",
+    "NDPluginFFT",
+    "1-D/2-D FFT: averaged |FFT| frame, real/imaginary/abs waveforms",
+    |_| Ok(Built::Plugin(std::sync::Arc::new(FftPlugin::new()))),
+);

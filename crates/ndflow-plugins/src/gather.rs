@@ -12,6 +12,7 @@
 use std::sync::Arc;
 
 use ndflow_core::{NDArray, ParamDef};
+use ndflow_runtime::{Built, PortType};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 
 /// The source parameters, one per input.
@@ -106,6 +107,14 @@ impl Plugin for GatherPlugin {
         Ok(())
     }
 }
+
+/// The port type `type = "gather"`.
+pub const PORT: PortType = PortType::plugin(
+    "gather",
+    "NDPluginGather",
+    "Up to 8 upstream ports (NDArrayPort_1..8) merged into one stream; SortMode orders it",
+    |_| Ok(Built::Plugin(std::sync::Arc::new(GatherPlugin::new()))),
+);
 
 #[cfg(test)]
 mod tests {

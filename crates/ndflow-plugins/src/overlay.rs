@@ -28,6 +28,7 @@ use std::sync::Arc;
 use ndflow_core::handle::join;
 use ndflow_core::{with_pixel_type, ColorMode, NDArray, ParamDef, ParamStore, ParamValue};
 use ndflow_runtime::params::{bind, bind_first, plugin_layout};
+use ndflow_runtime::{Built, PortType};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
@@ -291,3 +292,11 @@ impl Plugin for OverlayPlugin {
         Ok(())
     }
 }
+
+/// The port type `type = "overlay"`.
+pub const PORT: PortType = PortType::plugin(
+    "overlay",
+    "NDPluginOverlay",
+    "8 crosses/rectangles/ellipses/text lines drawn on Mono or RGB images, Set or XOR",
+    |_| Ok(Built::Plugin(std::sync::Arc::new(OverlayPlugin::new()))),
+);

@@ -31,6 +31,7 @@ use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
 use crate::attribute::attribute_value;
+use ndflow_runtime::{Built, PortType};
 
 ndflow_core::params! {
     pub const POS_PARAMS, pub struct PosParams {
@@ -311,3 +312,11 @@ impl Plugin for PosPlugin {
         Ok(())
     }
 }
+
+/// The port type `type = "pos"`.
+pub const PORT: PortType = PortType::plugin(
+    "pos",
+    "NDPosPlugin",
+    "Scan positions from an XML list as frame attributes; missing/duplicate frame IDs",
+    |_| Ok(Built::Plugin(std::sync::Arc::new(PosPlugin::new()))),
+);

@@ -38,6 +38,7 @@ use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
 use kernel::{FilterArray, FilterStep, Linear, PointOps};
+use ndflow_runtime::{Built, PortType};
 
 /// FilterType menu (NDProcess.template), index = preset.
 pub const FILTER_TYPES: &[&str] = &[
@@ -543,3 +544,11 @@ fn convert(
     });
     Ok(Arc::new(input.with_buffer(out_dt, buf.freeze())))
 }
+
+/// The port type `type = "process"`.
+pub const PORT: PortType = PortType::plugin(
+    "process",
+    "NDPluginProcess",
+    "Background, flat field, offset/scale, clipping, recursive filter",
+    |_| Ok(Built::Plugin(std::sync::Arc::new(ProcessPlugin::new()))),
+);

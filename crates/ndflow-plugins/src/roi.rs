@@ -35,6 +35,7 @@ use ndflow_runtime::params::{
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 
 use kernel::{DimPlan, Region};
+use ndflow_runtime::{Built, PortType};
 
 ndflow_core::params! {
     /// NDROI.template's parameters (DataType is `DataTypeOut`, as in the template's PV name).
@@ -375,3 +376,11 @@ impl Plugin for RoiPlugin {
         Ok(())
     }
 }
+
+/// The port type `type = "roi"`.
+pub const PORT: PortType = PortType::plugin(
+    "roi",
+    "NDPluginROI",
+    "N-D region of interest with binning, reverse, scale, type",
+    |_| Ok(Built::Plugin(std::sync::Arc::new(RoiPlugin::new()))),
+);

@@ -38,6 +38,7 @@ use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 pub use kernel::{scan, scan_portable, Rect, RoiPixel, RoiStats};
 
 use crate::timeseries::{first_addresses, TsControl, TsRecorder, TS_CONTROL_PARAMS};
+use ndflow_runtime::{Built, ConstructorKey, PortType};
 
 /// ROIs per port: the default and the most a port can be configured with.
 pub const DEFAULT_ROIS: usize = 8;
@@ -305,3 +306,20 @@ impl Plugin for RoiStatPlugin {
         Ok(())
     }
 }
+
+/// The port type `type = "roistat"`.
+pub const PORT: PortType = PortType::plugin(
+    "roistat",
+    "NDPluginROIStat",
+    "Min/max/mean/total/net of up to 32 ROIs (MaxROIs, default 8) in one pass, time series",
+    |a| {
+        let n = a.int("MaxROIs", 1..=32, DEFAULT_ROIS as i64)?;
+        Ok(Built::Plugin(std::sync::Arc::new(
+            RoiStatPlugin::with_rois(n as usize),
+        )))
+    },
+)
+.keys(&[ConstructorKey {
+    name: "MaxROIs",
+    doc: "Number of ROIs, 1..32 (default 8), fixed for the port's life",
+}]);

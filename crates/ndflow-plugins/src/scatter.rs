@@ -16,6 +16,7 @@
 use std::sync::Arc;
 
 use ndflow_core::{NDArray, ParamDef};
+use ndflow_runtime::{Built, PortType};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext, Routing};
 
 ndflow_core::params! {
@@ -62,3 +63,11 @@ impl Plugin for ScatterPlugin {
         Ok(())
     }
 }
+
+/// The port type `type = "scatter"`.
+pub const PORT: PortType = PortType::plugin(
+    "scatter",
+    "NDPluginScatter",
+    "Each frame to ONE downstream port, round-robin, skipping full queues (scale-out)",
+    |_| Ok(Built::Plugin(std::sync::Arc::new(ScatterPlugin::new()))),
+);

@@ -54,6 +54,7 @@ use kernel::{Centroid, Columns, ProfileSums, ScanOut};
 use pixel::StatsPixel;
 
 use crate::timeseries::{TsControl, TsRecorder, TS_CONTROL_PARAMS};
+use ndflow_runtime::{Built, PortType};
 
 ndflow_core::params! {
     /// NDStats.template's parameters. Results are read-only (`Name_RBV`), except `CursorVal`,
@@ -615,3 +616,11 @@ impl Profiles {
         }
     }
 }
+
+/// The port type `type = "stats"`.
+pub const PORT: PortType = PortType::plugin(
+    "stats",
+    "NDPluginStats",
+    "Statistics, centroid and moments, profiles, histogram",
+    |_| Ok(Built::Plugin(std::sync::Arc::new(StatsPlugin::new()))),
+);

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use ndflow_core::{convert_slice, with_pixel_type, ArrayValue, DataType, NDArray, ParamDef};
 use ndflow_runtime::params::{bind, plugin_layout, DATA_TYPE_AUTOMATIC, DATA_TYPE_OUT_CHOICES};
+use ndflow_runtime::{Built, PortType};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 
 ndflow_core::params! {
@@ -118,3 +119,11 @@ impl Plugin for StdArraysPlugin {
         Ok(())
     }
 }
+
+/// The port type `type = "stdarrays"`.
+pub const PORT: PortType = PortType::plugin(
+    "stdarrays",
+    "NDPluginStdArrays",
+    "The latest frame as an array parameter (waveform)",
+    |_| Ok(Built::Plugin(std::sync::Arc::new(StdArraysPlugin::new()))),
+);

@@ -36,6 +36,7 @@ use ndflow_core::{
     ParamValue, Pixel,
 };
 use ndflow_runtime::params::{bind, bind_first, plugin_layout};
+use ndflow_runtime::{Built, ConstructorKey, PortType};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
@@ -370,3 +371,20 @@ impl Plugin for TimeSeriesPlugin {
         Ok(())
     }
 }
+
+/// The port type `type = "timeseries"`.
+pub const PORT: PortType = PortType::plugin(
+    "timeseries",
+    "NDPluginTimeSeries",
+    "Time series of up to 32 signals (MaxSignals, default 8): fixed/circular, averaging",
+    |a| {
+        let n = a.int("MaxSignals", 1..=32, DEFAULT_SIGNALS as i64)?;
+        Ok(Built::Plugin(std::sync::Arc::new(
+            TimeSeriesPlugin::with_signals(n as usize),
+        )))
+    },
+)
+.keys(&[ConstructorKey {
+    name: "MaxSignals",
+    doc: "Number of signals, 1..32 (default 8), fixed for the port's life",
+}]);

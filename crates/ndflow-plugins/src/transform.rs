@@ -15,6 +15,15 @@
 
 mod kernel;
 mod swap;
+
+/// The port type `type = "transform"`.
+pub const PORT: PortType = PortType::plugin(
+    "transform",
+    "NDPluginTransform",
+    "Rotations (90/180/270 clockwise) and mirrors of a Mono/RGB image",
+    |_| Ok(Built::Plugin(std::sync::Arc::new(TransformPlugin::new()))),
+);
+
 #[cfg(test)]
 mod tests;
 
@@ -22,6 +31,7 @@ use std::sync::Arc;
 
 use ndflow_core::{with_pixel_type, ColorMode, Dim, NDArray, ParamDef};
 use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::{Built, PortType};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 
 pub use kernel::{Colour, Map};
