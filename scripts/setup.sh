@@ -42,7 +42,7 @@ fi
 
 # The Rust build (release: the demo and the interop tests run the optimised binary).
 echo "setup: building ndflow (release)"
-cargo build --release -p ndflow --quiet
+cargo build --release -p ndflow-cli --quiet
 
 # The ndflow Python package (crates/ndflow-python): a wheel built with maturin, its shared
 # libraries (libhdf5 and what it needs) copied into it by `--auditwheel repair` (patchelf), so

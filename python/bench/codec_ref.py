@@ -1,6 +1,6 @@
 """Python reference for `ndflow bench codec`: the codecs whose C library ndflow does not link
 (python `bitshuffle`), as a long-running worker so that one repetition of theirs can be
-interleaved with one of ours (ndflow's bench_ab::PyWorker).
+interleaved with one of ours (ndflow-bench's host::PyWorker).
 
 usage: codec_ref.py DIR   (DIR/datasets.json lists the raw data files the Rust side wrote)
 

@@ -13,12 +13,10 @@
 //! | [`zlib`] | zlib streams |
 //! | [`blosc`] | Blosc1 frames through c-blosc |
 //! | [`jpeg`] | JPEG, UInt8 mono and RGB, through libjpeg-turbo |
-//! | [`c_ref`] | liblz4, c-blosc and zlib called directly: the benchmarks' reference |
 
 pub mod bitshuffle;
 pub mod blosc;
 pub mod bslz4;
-pub mod c_ref;
 mod error;
 pub mod jpeg;
 pub mod lz4;

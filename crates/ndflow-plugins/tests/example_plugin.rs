@@ -59,12 +59,10 @@ impl Plugin for InvertPlugin {
 
 /// The port type `type = "invert"`: with `&invert::PORT,` in the registry's list, the IOC
 /// builds, serves and documents it.
-pub const PORT: PortType = PortType::plugin(
-    "invert",
-    "NDPluginInvert",
-    "Inverts 8-bit images",
-    |_| Ok(Built::Plugin(Arc::new(InvertPlugin::new()))),
-);
+pub const PORT: PortType =
+    PortType::plugin("invert", "NDPluginInvert", "Inverts 8-bit images", |_| {
+        Ok(Built::Plugin(Arc::new(InvertPlugin::new())))
+    });
 
 #[test]
 fn the_record_lists_the_tables_and_builds_a_port_the_graph_serves() {
@@ -80,9 +78,15 @@ fn the_record_lists_the_tables_and_builds_a_port_the_graph_serves() {
     };
     graph.add_plugin("INV1", plugin).unwrap();
     // Its records are the port's parameters: validated puts, readbacks, base records.
-    assert_eq!(graph.put("INV1", "Level", 200).unwrap(), ParamValue::Int(200));
+    assert_eq!(
+        graph.put("INV1", "Level", 200).unwrap(),
+        ParamValue::Int(200)
+    );
     let err = graph.put("INV1", "Level", 300).unwrap_err().to_string();
-    assert!(err.contains("Level") && err.contains("out of range"), "{err}");
+    assert!(
+        err.contains("Level") && err.contains("out of range"),
+        "{err}"
+    );
     assert!(graph.put("INV1", "Inverted", 1).is_err(), "read-only");
     assert_eq!(
         graph.get("INV1", "PluginType").unwrap(),
@@ -98,5 +102,8 @@ fn processes_through_its_handles() {
     let out = h.process(frame).unwrap();
     assert_eq!(out[0].pixels::<u8>().unwrap(), &[100, 90, 0, 0]);
     assert_eq!(h.get("Inverted"), ParamValue::Int(1));
-    assert!(h.params.to_json().contains_key("Inverted_RBV"), "served as a readback");
+    assert!(
+        h.params.to_json().contains_key("Inverted_RBV"),
+        "served as a readback"
+    );
 }

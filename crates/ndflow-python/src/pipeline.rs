@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use ndflow::access::AccessRules;
 use ndflow::config::{put_setting, Config, ConfigError, PortConfig, Setting};
-use ndflow::pva::{ImagePvs, PvaService};
-use ndflow::pvdir::{Publisher, PvDirectory};
+use ndflow::pv_attrs::AttrPvReader;
+use ndflow::pva::ImagePvs;
 use ndflow::registry;
+use ndflow::serve::{self, ServeOptions, Servers};
 use ndflow_core::ParamValue;
 use ndflow_runtime::{Graph, PortHandle};
 use parking_lot::Mutex;
@@ -27,13 +28,6 @@ use crate::stream::{FrameStream, SinkPlugin};
 /// The file name config errors show for writes made from Python.
 pub const PY_FILE: &str = "<python>";
 
-/// The running PV servers of a pipeline that is also an IOC.
-struct Serving {
-    pva: Option<PvaService>,
-    ca: Option<ndflow::ca::CaService>,
-    _publisher: Publisher,
-}
-
 pub struct State {
     pub prefix: String,
     pub access: AccessRules,
@@ -46,7 +40,8 @@ pub struct State {
     plugins: Vec<Arc<PyPlugin>>,
     serve_pva: bool,
     serve_ca: bool,
-    serving: Option<Serving>,
+    /// The running PV servers of a pipeline that is also an IOC.
+    serving: Option<Servers>,
     closed: bool,
 }
 
@@ -54,6 +49,8 @@ pub struct State {
 pub struct Core {
     pub graph: Arc<Graph>,
     pub images: Arc<ImagePvs>,
+    /// NDAttributes files' EPICS_PV entries (installed before the first port is built).
+    pv_reader: Arc<AttrPvReader>,
     pub state: Mutex<State>,
     /// Set by `start()`: a frame stream ends when the pipeline is idle after a start.
     pub started: AtomicBool,
@@ -183,10 +180,12 @@ impl Pipeline {
             },
         };
         let graph = Arc::new(Graph::new(cfg.threads));
+        let pv_reader = serve::install_pv_reader(&graph);
         let images = Arc::new(ImagePvs::default());
         let core = Arc::new(Core {
             graph: graph.clone(),
             images: images.clone(),
+            pv_reader,
             state: Mutex::new(State {
                 prefix: cfg.prefix.clone(),
                 access: cfg.access.clone(),
@@ -501,16 +500,7 @@ impl Pipeline {
     #[getter]
     fn serving(&self) -> Option<String> {
         let st = self.core.state.lock();
-        st.serving.as_ref().map(|s| {
-            let mut parts = Vec::new();
-            if let Some(p) = &s.pva {
-                parts.push(p.describe());
-            }
-            if let Some(c) = &s.ca {
-                parts.push(c.describe());
-            }
-            parts.join("; ")
-        })
+        st.serving.as_ref().map(|s| s.describe().join("; "))
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
@@ -579,13 +569,12 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Starts the PV servers once, when the pipeline was asked to serve.
+    /// Starts the PV servers once, when the pipeline was asked to serve. From the first call
+    /// on, NDAttributes files' EPICS_PV entries that name this pipeline's own PVs are read in
+    /// process (ports added later are read over Channel Access, as any other IOC's).
     fn serve(&self, py: Python<'_>) -> PyResult<()> {
-        let (want_pva, want_ca, prefix, access, prefixes) = {
+        let (want_pva, want_ca, prefix, access, prefixes, serving) = {
             let st = self.core.state.lock();
-            if st.serving.is_some() || !(st.serve_pva || st.serve_ca) {
-                return Ok(());
-            }
             let mut prefixes: HashMap<String, String> = st
                 .ports
                 .iter()
@@ -600,31 +589,30 @@ impl Pipeline {
                 st.prefix.clone(),
                 st.access.clone(),
                 prefixes,
+                st.serving.is_some(),
             )
         };
         let (graph, images) = (self.core.graph.clone(), self.core.images.clone());
-        let serving = py
-            .detach(|| -> Result<Serving, String> {
-                let dir = PvDirectory::build(&graph, &prefix, &prefixes, access)?;
-                let pva = if want_pva {
-                    Some(PvaService::start(&dir, images)?)
-                } else {
-                    None
-                };
-                let ca = if want_ca {
-                    Some(ndflow::ca::CaService::start(&dir)?)
-                } else {
-                    None
-                };
-                let publisher = dir.start_publisher()?;
-                Ok(Serving {
-                    pva,
-                    ca,
-                    _publisher: publisher,
-                })
+        serve::set_local_pvs(&self.core.pv_reader, &graph, &prefix, &prefixes);
+        if serving || !(want_pva || want_ca) {
+            return Ok(());
+        }
+        let servers = py
+            .detach(|| {
+                serve::serve(
+                    &graph,
+                    images,
+                    &ServeOptions {
+                        pva: want_pva,
+                        ca: want_ca,
+                        prefix: &prefix,
+                        port_prefixes: &prefixes,
+                        access,
+                    },
+                )
             })
             .map_err(PyRuntimeError::new_err)?;
-        self.core.state.lock().serving = Some(serving);
+        self.core.state.lock().serving = Some(servers);
         Ok(())
     }
 }

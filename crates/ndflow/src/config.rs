@@ -314,6 +314,15 @@ pub fn put_setting(
         .map_err(|e| strip_port(&e.to_string(), port))
 }
 
+/// Parses one `--set PORT.KEY=VALUE` argument into (port, key, value) for
+/// [`Config::apply_overrides`] (the `run`, `check` and `bench rivers2013` commands).
+pub fn parse_setting(s: &str) -> Result<(String, String, String), String> {
+    let bad = || format!("--set '{s}': expected PORT.PARAM=VALUE");
+    let (lhs, value) = s.split_once('=').ok_or_else(bad)?;
+    let (port, key) = lhs.split_once('.').ok_or_else(bad)?;
+    Ok((port.to_string(), key.to_string(), value.to_string()))
+}
+
 /// Graph errors start with "port 'X': "; the config error already says which port.
 fn strip_port(msg: &str, port: &str) -> String {
     msg.strip_prefix(&format!("port '{port}': "))

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use ndflow_runtime::{Graph, PortHandle};
 
 use crate::config::Config;
-use crate::pva::{ImagePvs, PvaService};
+use crate::pva::ImagePvs;
 use crate::pvdir::PvDirectory;
+use crate::serve;
 use crate::status::StatusLine;
 
 pub struct RunOptions {
@@ -42,43 +43,26 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     cfg.apply_overrides(opts.prefix.as_deref(), &opts.sets)
         .map_err(|e| e.to_string())?;
     let graph = Arc::new(Graph::new(cfg.threads));
-    // EPICS_PV entries of NDAttributes files: this IOC's own PVs in process (known once the
-    // ports exist), others over pvAccess (`pva://`) or Channel Access.
-    let pv_reader = Arc::new(crate::pv_attrs::AttrPvReader::default());
-    graph.set_pv_reader(pv_reader.clone());
+    let pv_reader = serve::install_pv_reader(&graph);
     let images = Arc::new(ImagePvs::default());
     cfg.build(&graph, &images).map_err(|e| e.to_string())?;
-    pv_reader.set_local(crate::pv_attrs::LocalPvs::build(
+    let port_prefixes = cfg.port_prefixes();
+    serve::set_local_pvs(&pv_reader, &graph, &cfg.prefix, &port_prefixes);
+    let servers = serve::serve(
         &graph,
-        &cfg.prefix,
-        &cfg.port_prefixes(),
-    ));
-    let serve_pva = cfg.pva && !opts.no_pva;
-    let serve_ca = cfg.ca && !opts.no_ca;
-    let mut publisher = None;
-    let (mut pva, mut ca) = (None, None);
-    if serve_pva || serve_ca {
-        let dir = PvDirectory::build(
-            &graph,
-            &cfg.prefix,
-            &cfg.port_prefixes(),
-            cfg.access.clone(),
-        )?;
-        if serve_pva {
-            let service = PvaService::start(&dir, images)?;
-            if !opts.quiet {
-                eprintln!("{}", service.describe());
-            }
-            pva = Some(service);
+        images,
+        &serve::ServeOptions {
+            pva: cfg.pva && !opts.no_pva,
+            ca: cfg.ca && !opts.no_ca,
+            prefix: &cfg.prefix,
+            port_prefixes: &port_prefixes,
+            access: cfg.access.clone(),
+        },
+    )?;
+    if !opts.quiet {
+        for line in servers.describe() {
+            eprintln!("{line}");
         }
-        if serve_ca {
-            let service = crate::ca::CaService::start(&dir)?;
-            if !opts.quiet {
-                eprintln!("{}", service.describe());
-            }
-            ca = Some(service);
-        }
-        publisher = Some(dir.start_publisher()?);
     }
     // A second Ctrl-C while stopping exits at once. The first wakes the loop below, which
     // otherwise sleeps a second between status lines (checking for idle every 20 ms only
@@ -133,9 +117,7 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
         std::fs::write(path, text + "\n")
             .map_err(|e| format!("cannot write summary {}: {e}", path.display()))?;
     }
-    drop(ca.take());
-    drop(pva.take());
-    drop(publisher);
+    drop(servers);
     graph.shutdown();
     Ok(())
 }
@@ -143,7 +125,6 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
 /// `ndflow check`: builds the graph and the PV directory of a config (with the command-line
 /// overrides) exactly as `run` would, without starting acquisition or any server, and says
 /// what it holds. For validating configs and service definitions before deploying them.
-/// (CreateDirectory is left out, so a FilePath is not created either.)
 pub fn check(
     text: &str,
     file: &str,
@@ -153,8 +134,30 @@ pub fn check(
     let mut cfg = Config::parse(text, file).map_err(|e| e.to_string())?;
     cfg.apply_overrides(prefix, sets)
         .map_err(|e| e.to_string())?;
+    let dir = idle_directory(&cfg)?;
+    let ports: Vec<String> = cfg
+        .ports
+        .iter()
+        .map(|p| format!("{} ({})", p.name, p.type_name))
+        .collect();
+    Ok(format!(
+        "{file}: OK: prefix {:?}, {} ports: {}; {} PVs\n",
+        cfg.prefix,
+        ports.len(),
+        ports.join(", "),
+        dir.len()
+    ))
+}
+
+/// Every PV name `run` would serve for `cfg`, sorted; built like [`check`], nothing started.
+pub fn pv_names(cfg: &Config) -> Result<Vec<String>, String> {
+    Ok(idle_directory(cfg)?.names())
+}
+
+/// The PV directory of `cfg` on a graph that never acquires. CreateDirectory is left out too,
+/// so a FilePath is not created: checking a config must not change the machine.
+fn idle_directory(cfg: &Config) -> Result<Arc<PvDirectory>, String> {
     let mut idle = cfg.clone();
-    // Nothing may happen: no acquisition, and no directories made for FilePath.
     for p in &mut idle.ports {
         p.settings
             .retain(|s| s.key != "Acquire" && s.key != "CreateDirectory");
@@ -172,19 +175,7 @@ pub fn check(
             )
         });
     graph.shutdown();
-    let dir = built?;
-    let ports: Vec<String> = cfg
-        .ports
-        .iter()
-        .map(|p| format!("{} ({})", p.name, p.type_name))
-        .collect();
-    Ok(format!(
-        "{file}: OK: prefix {:?}, {} ports: {}; {} PVs\n",
-        cfg.prefix,
-        ports.len(),
-        ports.join(", "),
-        dir.len()
-    ))
+    built
 }
 
 fn print_table(graph: &Graph, summary: &serde_json::Value) {

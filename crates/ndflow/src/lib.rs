@@ -1,18 +1,16 @@
 //! # ndflow: the IOC
 //!
 //! Where the crates meet: a TOML config file becomes a [`ndflow_runtime::Graph`] of ports
-//! ([`config`], [`registry`]); [`ioc::run`] runs it with a live status line and writes the
-//! JSON summary; [`bench`] reproduces the seed documents' measurements.
+//! ([`config`], [`registry`]); [`pvdir`] names every parameter of every port as a PV, served
+//! over pvAccess ([`pva`]) and Channel Access ([`ca`]) under the config's access rules
+//! ([`access`]); [`ioc::run`] runs it with a live status line and writes the JSON summary.
+//! [`vds`] joins the files of several writers, [`pv_cmd`] is the scripts' pvAccess client and
+//! [`reference`] prints the parameter tables.
+//!
+//! The `ndflow` command is the `ndflow-cli` package; the benchmarks are `ndflow-bench`, kept
+//! out of this library so that what links it (the Python package) carries none of them.
 
 pub mod access;
-pub mod bench;
-pub mod bench_ab;
-pub mod bench_ca;
-pub mod bench_codec;
-pub mod bench_hdf5;
-pub mod bench_paced_ref;
-pub mod bench_pva;
-pub mod bench_scaleout;
 pub mod ca;
 pub mod config;
 pub mod ioc;
@@ -22,5 +20,6 @@ pub mod pva;
 pub mod pvdir;
 pub mod reference;
 pub mod registry;
+pub mod serve;
 pub mod status;
 pub mod vds;

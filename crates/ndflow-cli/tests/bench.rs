@@ -1,8 +1,19 @@
-//! `ndflow bench hdf5` on a few frames: every row prints its median ratio to h5py with its
-//! spread, and the JSON holds every interleaved pair.
+//! `ndflow bench codec` and `ndflow bench hdf5` in their quick forms, run by the binary: every
+//! row prints its median ratio to the reference with its spread, and the JSON holds every
+//! interleaved pair.
 
 use std::path::PathBuf;
 use std::process::Command;
+
+fn ndflow() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ndflow"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ndflow-bench-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
 
 /// Python with h5py + hdf5plugin: $NDFLOW_PYTHON, else the repository's .venv.
 fn python() -> Option<PathBuf> {
@@ -23,12 +34,15 @@ fn python() -> Option<PathBuf> {
 
 #[test]
 fn every_row_prints_a_median_ratio_and_the_json_holds_the_pairs() {
+    // The reference is part of the test: without it the rows would have no ratio to check.
     let Some(py) = python() else {
-        eprintln!("skipped: no Python with h5py, hdf5plugin, bitshuffle and blosc (NDFLOW_PYTHON)");
-        return;
+        panic!(
+            "no Python with h5py, hdf5plugin, bitshuffle and blosc: run scripts/setup.sh (it \
+             installs them into .venv) or point NDFLOW_PYTHON at one"
+        );
     };
-    let json = std::env::temp_dir().join(format!("ndflow-bench-hdf5-{}.json", std::process::id()));
-    let out = Command::new(env!("CARGO_BIN_EXE_ndflow"))
+    let json = tmp("hdf5.json");
+    let out = ndflow()
         .args(["bench", "hdf5", "--frames", "3", "--reps", "3", "--python"])
         .arg(&py)
         .arg("--json")
@@ -84,7 +98,7 @@ fn every_row_prints_a_median_ratio_and_the_json_holds_the_pairs() {
 
 #[test]
 fn an_unknown_row_is_refused_with_the_list() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ndflow"))
+    let out = ndflow()
         .args([
             "bench",
             "hdf5",
@@ -101,4 +115,69 @@ fn an_unknown_row_is_refused_with_the_list() {
         err.contains("nope") && err.contains("bslz4_write_only"),
         "{err}"
     );
+}
+
+/// `bench codec` in its quick form: every row has the speed ratio columns filled with numbers
+/// for the in-process C references, LZ4 and Blosc streams as long as the C libraries' (the
+/// bench itself fails if the bytes differ), and the JSON keeps every interleaved sample.
+#[test]
+fn bench_codec_prints_ratio_columns_and_keeps_the_samples() {
+    let json = tmp("codec.json");
+    let out = ndflow()
+        .args([
+            "bench",
+            "codec",
+            "--side",
+            "64",
+            "--reps",
+            "3",
+            "--batch-ms",
+            "1",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let header = text.lines().find(|l| l.starts_with("data")).unwrap();
+    assert!(
+        header.contains("comp×") && header.contains("dec×"),
+        "{header}"
+    );
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("_u16 ") || l.contains("_u32 "))
+        .collect();
+    assert_eq!(rows.len(), 6 * 5, "{text}");
+    let ratio = |s: &str| s.strip_suffix('!').unwrap_or(s).to_string();
+    for row in &rows {
+        let f: Vec<&str> = row.split_whitespace().collect();
+        if f[1] == "bslz4" && f[3] == "-" {
+            continue; // no Python with bitshuffle here: ours alone
+        }
+        // data codec ratio cratio | comp ccomp comp× ±s | dec cdec dec× ±s
+        assert_eq!(f.len(), 14, "{row}");
+        for i in [7, 12] {
+            let x: f64 = f[i].strip_suffix('x').unwrap().parse().unwrap();
+            assert!(x > 0.0 && x.is_finite(), "{row}");
+            assert!(ratio(f[i + 1]).starts_with('±'), "{row}");
+        }
+        if f[1].starts_with("blosc") || f[1] == "lz4" {
+            assert_eq!(f[2], f[3], "same stream, same ratio: {row}");
+        }
+    }
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let r = &j["rows"][3];
+    assert_eq!(r["codec"], "lz4");
+    for side in ["compress", "decompress"] {
+        assert_eq!(r[side]["ours"].as_array().unwrap().len(), 3);
+        assert_eq!(r[side]["reference"].as_array().unwrap().len(), 3);
+        assert!(r[side]["ratio_median"].as_f64().unwrap() > 0.0);
+    }
+    assert!(text.contains("Codec plugin, BSLZ4"), "{text}");
 }

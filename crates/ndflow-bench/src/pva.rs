@@ -1,4 +1,5 @@
-//! `ndflow bench pva`: NTNDArray throughput over loopback (seed 001's question, on this host).
+//! `ndflow bench pva`: NTNDArray throughput over loopback on this host, next to p4p (pvxs) and
+//! raw TCP.
 //!
 //! For each frame size, four paths measured in the same run:
 //! - raw loopback TCP (one socket, the frame bytes written back to back): the ceiling;
@@ -9,14 +10,15 @@
 //!
 //! GB/s counts pixel bytes delivered, first to last frame at the receiver. Every run of a path
 //! is paired with a raw TCP run next to it; the "vs TCP" figure is the median of those per-pair
-//! ratios with their spread ([`crate::bench_ab::Paired`]).
+//! ratios with their spread ([`crate::paired::Paired`]).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use ndflow::pva::plugin::PvaPlugin;
+use ndflow::pva::ImagePvs;
 
 use ndflow_pva::client::{Client, ClientConfig, MonitorEvent, MonitorOptions};
 use ndflow_pva::nt::ntndarray::{Dimension, NtNdArray, TimeStamp};
@@ -24,9 +26,8 @@ use ndflow_pva::server::{Server, ServerConfig};
 use ndflow_pva::{BitSet, ByteOrder, NumArray, SharedBytes};
 use serde_json::{json, Value as Json};
 
-use crate::bench_ab::{median, relative_spread, Paired};
-use crate::pva::plugin::PvaPlugin;
-use crate::pva::ImagePvs;
+use crate::host::{self, Proc};
+use crate::paired::{median, relative_spread, Paired};
 
 pub struct PvaBenchOptions {
     /// (width, height, frames) per row.
@@ -70,53 +71,15 @@ impl Row {
     }
 }
 
-fn loopback_env(cmd: &mut Command) {
-    for (k, v) in [
-        ("EPICS_PVA_AUTO_ADDR_LIST", "NO"),
-        ("EPICS_PVA_ADDR_LIST", "127.0.0.1"),
-        ("EPICS_PVA_INTF_ADDR_LIST", "127.0.0.1"),
-        ("EPICS_PVAS_INTF_ADDR_LIST", "127.0.0.1"),
-        ("EPICS_PVAS_AUTO_BEACON_ADDR_LIST", "NO"),
-        ("EPICS_PVAS_BEACON_ADDR_LIST", "127.0.0.1"),
-        ("PVXS_ENABLE_IPV6", "NO"),
-    ] {
-        cmd.env(k, v);
-    }
-}
-
-/// Raw loopback TCP: `frames` writes of `bytes` each, read into one reused buffer.
-/// Timing starts when frame `warm` has arrived and covers the frames after it, on every path.
+/// Raw loopback TCP with the frames of a row; timed like every path, after `warm` frames.
 fn raw_tcp(bytes: usize, frames: usize, warm: usize, label: &str) -> Result<Row, String> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let sender = std::thread::spawn(move || -> std::io::Result<()> {
-        let data = vec![0x5au8; bytes];
-        let mut s = TcpStream::connect(addr)?;
-        for _ in 0..frames {
-            s.write_all(&data)?;
-        }
-        Ok(())
-    });
-    let (mut conn, _) = listener.accept().map_err(|e| e.to_string())?;
-    let mut buf = vec![0u8; bytes];
-    let mut t0 = None;
-    for i in 1..=frames {
-        conn.read_exact(&mut buf).map_err(|e| e.to_string())?;
-        if i == warm {
-            t0 = Some(Instant::now());
-        }
-    }
-    let secs = t0.map_or(0.0, |t| t.elapsed().as_secs_f64());
-    sender
-        .join()
-        .map_err(|_| "sender panicked".to_string())?
-        .map_err(|e| e.to_string())?;
+    let seconds = host::raw_tcp(bytes, frames, warm)?;
     Ok(Row {
         path: "raw loopback TCP",
         frame: label.into(),
         frames: (frames - warm) as u64,
         lost: 0,
-        seconds: secs,
+        seconds,
         bytes: (bytes * (frames - warm)) as u64,
     })
 }
@@ -263,28 +226,17 @@ fn ndflow_to_ndflow(
     })
 }
 
-fn spawn_python(python: &Path, args: &[String], env: &[(String, String)]) -> Result<Child, String> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/bench/pva_ref.py");
-    let mut cmd = Command::new(python);
-    cmd.arg(script).args(args);
-    loopback_env(&mut cmd);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", python.display()))
-}
+/// How long a p4p process may take to answer (Python start-up and imports included; the
+/// client gives up by itself after 30 s without frames).
+const PY_TIMEOUT: Duration = Duration::from_secs(300);
 
-fn read_json_line(child: &mut Child) -> Result<Json, String> {
-    let out = child.stdout.as_mut().ok_or("no stdout")?;
-    let mut line = String::new();
-    BufReader::new(out)
-        .read_line(&mut line)
-        .map_err(|e| e.to_string())?;
-    serde_json::from_str(&line).map_err(|e| format!("bad reply from pva_ref.py: {e}: {line:?}"))
+/// `python/bench/pva_ref.py ARGS` on loopback, with `env` on top (the ports to use).
+fn spawn_python(python: &Path, args: &[String], env: &[(String, String)]) -> Result<Proc, String> {
+    let mut cmd = Command::new(python);
+    cmd.arg(host::repo_path("python/bench/pva_ref.py"))
+        .args(args);
+    host::loopback_env(&mut cmd).envs(env.iter().map(|(k, v)| (k, v)));
+    Proc::piped(&format!("pva_ref.py {}", args[0]), cmd, None)
 }
 
 fn client_row(path: &'static str, label: &str, j: &Json) -> Row {
@@ -327,8 +279,8 @@ fn ndflow_to_p4p(
         &env,
     )?;
     let posted = post_frames(&pv, w, h, frames);
-    let j = read_json_line(&mut child);
-    let _ = child.wait();
+    let j = child.json_line(PY_TIMEOUT);
+    child.finish(Duration::from_secs(10));
     server.stop();
     posted?;
     Ok(client_row("ndflow -> p4p (lossless)", label, &j?))
@@ -354,7 +306,7 @@ fn p4p_to_p4p(
         ],
         &[],
     )?;
-    let conf = read_json_line(&mut server)?;
+    let conf = server.json_line(PY_TIMEOUT)?;
     let env: Vec<(String, String)> = conf
         .as_object()
         .map(|m| {
@@ -380,13 +332,10 @@ fn p4p_to_p4p(
     )?;
     // Let the client connect and subscribe before the first frame.
     std::thread::sleep(Duration::from_millis(1500));
-    if let Some(stdin) = server.stdin.as_mut() {
-        let _ = stdin.write_all(b"go\n");
-    }
-    let j = read_json_line(&mut client);
-    let _ = client.wait();
-    drop(server.stdin.take());
-    let _ = server.wait();
+    server.send_line("go")?;
+    let j = client.json_line(PY_TIMEOUT);
+    client.finish(Duration::from_secs(10));
+    server.finish(Duration::from_secs(60));
     Ok(client_row("p4p -> p4p (pvxs reference)", label, &j?))
 }
 
@@ -462,8 +411,8 @@ pub fn run(opts: &PvaBenchOptions) -> Result<String, String> {
     let mut paths: Vec<PathRuns> = Vec::new();
     let mut tcp: Vec<Row> = Vec::new();
     let reps = opts.reps.max(1);
-    // Every path runs next to its own raw TCP run, repetitions interleaved (issue 15): on a
-    // shared 2-core machine load moves every figure by tens of percent, and a ratio is only
+    // Every path runs next to its own raw TCP run, repetitions interleaved: on a shared
+    // 2-core machine load moves every figure by tens of percent, and a ratio is only
     // meaningful between numbers taken under the same load. The row's figure is the median
     // of the per-pair ratios, with their spread.
     // One unrecorded pass first: the first raw TCP run of a process came out 30-60 % slower

@@ -16,22 +16,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ndflow::config::{Config, PortConfig};
 use ndflow_core::{NDArray, Pool};
 use ndflow_plugins::process::ProcessPlugin;
 use ndflow_plugins::roi::RoiPlugin;
 use ndflow_plugins::stats::StatsPlugin;
 use ndflow_runtime::{Plugin, PluginHarness};
 
-use crate::config::{Config, PortConfig};
-
-/// Process CPU time (user + system, all threads) in seconds, to the nanosecond.
-pub fn process_cpu_seconds() -> f64 {
-    use nix::time::{clock_gettime, ClockId};
-    match clock_gettime(ClockId::CLOCK_PROCESS_CPUTIME_ID) {
-        Ok(t) => t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9,
-        Err(_) => f64::NAN,
-    }
-}
+use crate::host::process_cpu_seconds;
 
 /// One row: the reference run for `frames` frames at `period` (0 = back to back).
 #[derive(Debug, Clone)]
@@ -169,7 +161,7 @@ mod tests {
     use super::*;
 
     fn pipeline(w: usize, h: usize) -> SyncPipeline {
-        let cfg = match Config::parse(crate::bench::RIVERS2013, "examples/rivers2013.toml") {
+        let cfg = match Config::parse(crate::rivers2013::RIVERS2013, "examples/rivers2013.toml") {
             Ok(c) => c,
             Err(e) => panic!("scenario: {e}"),
         };

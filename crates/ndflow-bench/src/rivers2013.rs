@@ -1,20 +1,22 @@
-//! `ndflow bench rivers2013`: Table 1 of seed 000 (the 2013 areaDetector plugin-scaling
-//! measurement) on this machine, with the memory-bandwidth bound measured in the same run.
+//! `ndflow bench rivers2013`: Table 1 of the 2013 areaDetector plugin-scaling measurement on
+//! this machine, with the memory-bandwidth bound and a single-threaded reference
+//! ([`sync_reference`]) measured in the same run.
+
+pub mod sync_reference;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use ndflow::config::Config;
 use ndflow_runtime::{Graph, PortHandle};
 use serde_json::json;
 
-use crate::bench_paced_ref::{RefRow, SyncPipeline};
-use crate::config::Config;
-
-pub use crate::bench_paced_ref::process_cpu_seconds;
+use crate::host::process_cpu_seconds;
+use sync_reference::{RefRow, SyncPipeline};
 
 pub const RIVERS2013: &str = include_str!("../../../examples/rivers2013.toml");
 
-/// Plugin rows in the seed's order.
+/// Plugin rows in the order of the 2013 table.
 const PLUGINS: [&str; 11] = [
     "Image1", "PROC1", "ROI1", "ROI2", "ROI3", "ROI4", "STATS1", "STATS2", "STATS3", "STATS4",
     "STATS5",
@@ -66,7 +68,7 @@ fn run_row(period: f64, frames: u32, set: &[(String, String, String)]) -> Result
         p.settings.retain(|s| s.key != "Acquire");
     }
     cfg_idle
-        .build(&graph, &crate::pva::ImagePvs::default())
+        .build(&graph, &ndflow::pva::ImagePvs::default())
         .map_err(|e| e.to_string())?;
     let put = |k: &str, v: ndflow_core::ParamValue| {
         graph
@@ -180,14 +182,14 @@ pub fn rivers2013(opts: &RiversOptions) -> Result<(), String> {
             sync.paced(p, frames)
         })
         .collect::<Result<_, _>>()?;
-    // The seed's table layout: one column per AcquirePeriod.
+    // The 2013 table's layout: one column per AcquirePeriod.
     let col = |f: &dyn Fn(&Row) -> String| {
         rows.iter()
             .map(f)
             .map(|s| format!("{s:>9}"))
             .collect::<String>()
     };
-    println!("Table 1 (seed 000) on this machine: {cores} cores");
+    println!("Table 1 (2013 plugin scaling) on this machine: {cores} cores");
     for (p, k, v) in &opts.set {
         println!("with {p}.{k} = {v}");
     }
@@ -298,132 +300,4 @@ pub fn rivers2013(opts: &RiversOptions) -> Result<(), String> {
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
-}
-
-/// A plugin that passes its input on untouched: the cost of a hop is all runtime.
-struct NoOp;
-
-impl ndflow_runtime::Plugin for NoOp {
-    fn plugin_type(&self) -> &'static str {
-        "NoOp"
-    }
-    fn params(&self) -> &'static [ndflow_core::ParamDef] {
-        &[]
-    }
-    fn process(
-        &self,
-        input: &std::sync::Arc<ndflow_core::NDArray>,
-        ctx: &mut ndflow_runtime::ProcessContext<'_>,
-    ) -> Result<(), ndflow_runtime::PluginError> {
-        ctx.emit(input.clone());
-        Ok(())
-    }
-}
-
-/// Runtime overhead per plugin hop: frames pushed through a chain of no-op plugins.
-/// Returns (CPU µs per hop, wall µs per hop).
-pub fn hop_overhead(
-    chain: usize,
-    frames: usize,
-    workers: usize,
-    one_at_a_time: bool,
-) -> Result<(f64, f64), String> {
-    let graph = Graph::new(workers);
-    let mut prev = String::new();
-    for i in 0..chain {
-        let name = format!("N{i}");
-        graph
-            .add_plugin(&name, std::sync::Arc::new(NoOp))
-            .map_err(|e| e.to_string())?;
-        graph
-            .put(&name, "QueueSize", (frames as i64).min(100_000))
-            .map_err(|e| e.to_string())?;
-        if !prev.is_empty() {
-            graph
-                .put(&name, "NDArrayPort", prev.as_str())
-                .map_err(|e| e.to_string())?;
-        }
-        prev = name;
-    }
-    let head = graph.plugin("N0").ok_or("no head")?;
-    let pool = ndflow_core::Pool::unlimited();
-    let frame = std::sync::Arc::new(
-        ndflow_core::NDArray::from_pixels(&pool, &[64, 64], &[0u8; 4096])
-            .map_err(|e| e.to_string())?,
-    );
-    let cpu0 = process_cpu_seconds();
-    let t0 = Instant::now();
-    let tail = graph.plugin(&prev).ok_or("no tail")?;
-    if one_at_a_time {
-        // Latency: each frame crosses the whole chain before the next is offered, so every
-        // hop pays a wake-up (the caller spins, to time the chain and not its own sleep).
-        for i in 0..frames {
-            head.offer(&frame);
-            while tail.accounting().processed <= i as u64 {
-                std::hint::spin_loop();
-            }
-        }
-    } else {
-        // Throughput: feed in batches the queues can hold, so nothing is dropped.
-        let mut sent = 0;
-        while sent < frames {
-            let batch = (frames - sent).min(10_000);
-            for _ in 0..batch {
-                head.offer(&frame);
-            }
-            sent += batch;
-            graph.wait_idle(Duration::from_secs(60));
-        }
-    }
-    let wall = t0.elapsed().as_secs_f64();
-    let cpu = process_cpu_seconds() - cpu0;
-    let last = tail.accounting();
-    if last.processed != frames as u64 {
-        return Err(format!("tail processed {} of {frames}", last.processed));
-    }
-    let hops = (chain * frames) as f64;
-    graph.shutdown();
-    Ok((1e6 * cpu / hops, 1e6 * wall / hops))
-}
-
-pub fn hop(json: Option<&PathBuf>) -> Result<(), String> {
-    let mut results = Vec::new();
-    println!("Runtime overhead per plugin hop (chain of 10 no-op plugins, 64x64 UInt8 frames)");
-    println!(
-        "{:<20} {:>8} {:>12} {:>12}",
-        "mode", "workers", "CPU us/hop", "wall us/hop"
-    );
-    let modes = [
-        ("streaming", false, 200_000),
-        ("one at a time", true, 5_000),
-    ];
-    for (mode, one, frames) in modes {
-        for workers in [1, 2] {
-            let (cpu, wall) = hop_overhead(10, frames, workers, one)?;
-            println!("{mode:<20} {workers:>8} {cpu:>12.3} {wall:>12.3}");
-            results.push(json!({
-                "mode": mode, "workers": workers, "cpu_us_per_hop": cpu, "wall_us_per_hop": wall
-            }));
-        }
-    }
-    println!("(CPU includes the feeding thread; in one-at-a-time mode it spins while it waits)");
-    if let Some(path) = json {
-        std::fs::write(
-            path,
-            serde_json::to_string_pretty(&results).map_err(|e| e.to_string())? + "\n",
-        )
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    }
-    Ok(())
-}
-
-/// Parses `PORT.PARAM=VALUE` (a `--set` option).
-pub fn parse_setting(s: &str) -> Result<(String, String, String), String> {
-    let (lhs, value) = s
-        .split_once('=')
-        .ok_or_else(|| format!("--set '{s}': expected PORT.PARAM=VALUE"))?;
-    let (port, key) = lhs
-        .split_once('.')
-        .ok_or_else(|| format!("--set '{s}': expected PORT.PARAM=VALUE"))?;
-    Ok((port.to_string(), key.to_string(), value.to_string()))
 }

@@ -1,4 +1,5 @@
-//! `ndflow bench scaleout`: seed 003's many-writers measurement on this machine.
+//! `ndflow bench scaleout`: many writer processes sharing one detector's frames, on this
+//! machine.
 //!
 //! Each row runs the example set-up as separate processes — the head
 //! (`examples/scaleout/head.toml`: simulator → Scatter → lossless pva ports) and N writers
@@ -20,17 +21,17 @@
 mod netns;
 
 use std::fmt::Write as _;
-use std::fs::File;
-use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use ndflow::pv_cmd::value_text;
 use ndflow_io::hdf5::vds::{build_vds, VdsOptions};
 use ndflow_pva::client::{Client, ClientConfig, PutValue};
+use nix::sys::signal::Signal;
 use serde_json::json;
 
-use crate::pv_cmd::value_text;
+use crate::host::{self, Proc};
 
 const HEAD_TOML: &str = include_str!("../../../examples/scaleout/head.toml");
 const WRITER_TOML: &str = include_str!("../../../examples/scaleout/writer.toml");
@@ -65,142 +66,38 @@ pub fn parse_writers(s: &str) -> Result<Vec<usize>, String> {
         .collect()
 }
 
-/// A child process that is stopped (SIGINT: drain and close files) when dropped.
-struct Proc {
-    child: Child,
-    what: String,
-    log: PathBuf,
+/// The pvAccess side of one process: its server on `bind`:`tcp` (searches on UDP `udp`), its
+/// client looking only at `name_servers`.
+struct PvaPorts<'a> {
+    bind: &'a str,
+    tcp: u16,
+    udp: u16,
+    name_servers: Option<&'a str>,
 }
 
-impl Proc {
-    fn spawn(
-        netns: Option<&str>,
-        args: &[String],
-        env: &[(String, String)],
-        log: &Path,
-        what: &str,
-    ) -> Result<Proc, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
-        let mut cmd = match netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]).arg(&exe);
-                c
-            }
-            None => Command::new(&exe),
-        };
-        let out = File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
-        let err = out.try_clone().map_err(|e| e.to_string())?;
-        let child = cmd
-            .args(args)
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .map_err(|e| format!("cannot start the {what}: {e}"))?;
-        Ok(Proc {
-            child,
-            what: what.to_string(),
-            log: log.to_path_buf(),
-        })
-    }
-
-    /// Fails with the log when the process has exited.
-    fn check(&mut self) -> Result<(), String> {
-        match self.child.try_wait() {
-            Ok(Some(st)) => Err(format!(
-                "the {} exited ({st}):\n{}",
-                self.what,
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            )),
-            _ => Ok(()),
+/// `ndflow ARGS` in network namespace `netns` (or here), its output in `log`. Stopping it
+/// (and dropping it) sends SIGINT: the IOC drains its queues and closes its files, which the
+/// frame count after the row reads.
+fn ndflow_process(
+    netns: Option<&str>,
+    args: &[String],
+    pva: PvaPorts<'_>,
+    log: &Path,
+    what: &str,
+) -> Result<Proc, String> {
+    let exe = host::ndflow_exe()?;
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(&exe);
+            c
         }
-    }
-
-    /// The last lines of the process's output, for an error message.
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let tail = lines[lines.len().saturating_sub(15)..].join("\n");
-        format!("--- {} ({}):\n{tail}\n", self.what, self.log.display())
-    }
-
-    fn stop(&mut self) {
-        use nix::sys::signal::{kill, Signal};
-        use nix::unistd::Pid;
-        if let Ok(None) = self.child.try_wait() {
-            let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGINT);
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// `n` distinct free TCP ports and `n` distinct free UDP ports on 127.0.0.1. Every socket is
-/// held until all are chosen: a port released and handed out again would put two servers on
-/// one number, and the second would fall back to an ephemeral port nobody looks for.
-fn free_ports(n: usize) -> Result<(Vec<u16>, Vec<u16>), String> {
-    let err = |e: std::io::Error| format!("no free loopback port: {e}");
-    let tcp: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<_, _>>()
-        .map_err(err)?;
-    let udp: Vec<UdpSocket> = (0..n)
-        .map(|_| UdpSocket::bind("127.0.0.1:0"))
-        .collect::<Result<_, _>>()
-        .map_err(err)?;
-    let tcp = tcp
-        .iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
-        .collect::<Result<_, _>>()
-        .map_err(err)?;
-    let udp = udp
-        .iter()
-        .map(|s| s.local_addr().map(|a| a.port()))
-        .collect::<Result<_, _>>()
-        .map_err(err)?;
-    Ok((tcp, udp))
-}
-
-/// The pvAccess environment of one process: its server on `bind:tcp` (beacons to its own
-/// loopback only), its client searching only `name_servers`.
-fn pva_env(bind: &str, tcp: u16, udp: u16, name_servers: Option<&str>) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = [
-        ("EPICS_PVA_AUTO_ADDR_LIST", "NO"),
-        ("EPICS_PVA_ADDR_LIST", "127.0.0.1"),
-        ("EPICS_PVA_INTF_ADDR_LIST", "127.0.0.1"),
-        ("EPICS_PVAS_AUTO_BEACON_ADDR_LIST", "NO"),
-        ("EPICS_PVAS_BEACON_ADDR_LIST", "127.0.0.1"),
-        ("EPICS_PVAS_INTF_ADDR_LIST", bind),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    for k in ["EPICS_PVAS_SERVER_PORT", "EPICS_PVA_SERVER_PORT"] {
-        v.push((k.into(), tcp.to_string()));
-    }
-    for k in ["EPICS_PVAS_BROADCAST_PORT", "EPICS_PVA_BROADCAST_PORT"] {
-        v.push((k.into(), udp.to_string()));
-    }
-    v.push((
-        "EPICS_PVA_NAME_SERVERS".into(),
-        name_servers.unwrap_or("").into(),
-    ));
-    v
+        None => Command::new(&exe),
+    };
+    cmd.args(args);
+    host::loopback_env(&mut cmd);
+    host::pva_ports_env(&mut cmd, pva.bind, pva.tcp, pva.udp, pva.name_servers);
+    Ok(Proc::logged(what, cmd, log)?.stopped_by(Signal::SIGINT, Duration::from_secs(60)))
 }
 
 /// Waits until every `host:port` accepts a TCP connection (the processes' servers are up), so
@@ -426,16 +323,16 @@ fn one_process_row(o: &ScaleoutOptions, base: &Path) -> Result<Row, String> {
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let cfg = dir.join("one.toml");
     std::fs::write(&cfg, one_process_config(o, &dir)).map_err(|e| e.to_string())?;
-    let (tcp, udp) = free_ports(1)?;
+    let (tcp, udp) = host::free_ports(1)?;
     let (tcp, udp) = (tcp[0], udp[0]);
     let args = run_args(&cfg, o);
-    let mut p = Proc::spawn(
-        None,
-        &args,
-        &pva_env("127.0.0.1", tcp, udp, None),
-        &dir.join("one.log"),
-        "one-process writer",
-    )?;
+    let pva = PvaPorts {
+        bind: "127.0.0.1",
+        tcp,
+        udp,
+        name_servers: None,
+    };
+    let mut p = ndflow_process(None, &args, pva, &dir.join("one.log"), "one-process writer")?;
     let c = control_client(&[format!("127.0.0.1:{tcp}")])?;
     let m = measure(
         &c,
@@ -494,7 +391,7 @@ fn scaleout_row(o: &ScaleoutOptions, base: &Path, n: usize, in_netns: bool) -> R
     std::fs::write(&writer_cfg, writer_text).map_err(|e| e.to_string())?;
 
     // Loopback: ports [0] for the head, [k] for writer k.
-    let (tcps, udps) = free_ports(n + 1)?;
+    let (tcps, udps) = host::free_ports(n + 1)?;
     let (head_tcp, head_udp, bind) = if in_netns {
         (NS_PORT, NS_PORT + 1, "0.0.0.0")
     } else {
@@ -533,10 +430,16 @@ fn scaleout_row(o: &ScaleoutOptions, base: &Path, n: usize, in_netns: bool) -> R
         .iter()
         .map(|s| s.to_string())
         .collect();
-        procs.push(Proc::spawn(
+        let pva = PvaPorts {
+            bind,
+            tcp,
+            udp,
+            name_servers: Some(&head_at),
+        };
+        procs.push(ndflow_process(
             place.as_deref(),
             &args,
-            &pva_env(bind, tcp, udp, Some(&head_at)),
+            pva,
             &dir.join(format!("w{k}.log")),
             &format!("writer {k}"),
         )?);
@@ -545,10 +448,16 @@ fn scaleout_row(o: &ScaleoutOptions, base: &Path, n: usize, in_netns: bool) -> R
     for k in n + 1..=4 {
         args.extend(["--set".into(), format!("PVA{k}.EnableCallbacks=Disable")]);
     }
-    procs.push(Proc::spawn(
+    let pva = PvaPorts {
+        bind,
+        tcp: head_tcp,
+        udp: head_udp,
+        name_servers: None,
+    };
+    procs.push(ndflow_process(
         ns.as_ref().map(|n| n.head.as_str()),
         &args,
-        &pva_env(bind, head_tcp, head_udp, None),
+        pva,
         &dir.join("head.log"),
         "head",
     )?);
@@ -574,7 +483,7 @@ fn scaleout_row(o: &ScaleoutOptions, base: &Path, n: usize, in_netns: bool) -> R
         Ok(m) => m,
         Err(e) => {
             let why = procs.iter_mut().find_map(|p| p.check().err());
-            let logs: String = procs.iter().map(Proc::log_tail).collect();
+            let logs: String = procs.iter().map(|p| p.log_tail(15) + "\n").collect();
             return Err(format!(
                 "{}\n{logs}",
                 why.map_or(e.clone(), |w| format!("{e}\n{w}"))

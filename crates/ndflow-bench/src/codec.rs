@@ -2,8 +2,8 @@
 //! the C libraries, and the scaling of the Codec plugin from 1 to 2 threads.
 //!
 //! Each row times ours and its reference in interleaved pairs on the same bytes with warm,
-//! preallocated buffers (see [`crate::bench_ab`]): liblz4, c-blosc and zlib are called in this
-//! process through their C APIs ([`ndflow_codec::c_ref`]); python `bitshuffle`, whose C library
+//! preallocated buffers (see [`crate::paired`]): liblz4, c-blosc and zlib are called in this
+//! process through their C APIs ([`crate::c_ref`]); python `bitshuffle`, whose C library
 //! we do not link, runs in a long-lived worker (`python/bench/codec_ref.py`) one batch per
 //! request.
 
@@ -14,12 +14,14 @@ use std::time::{Duration, Instant};
 
 use ndflow_codec::blosc::{BloscCompressor, BloscParams, BloscShuffle};
 use ndflow_codec::bslz4::BsFraming;
-use ndflow_codec::{blosc, bslz4, c_ref, lz4, zlib, CodecError};
+use ndflow_codec::{blosc, bslz4, lz4, zlib, CodecError};
 use ndflow_core::{NDArray, Pool};
 use ndflow_runtime::Graph;
 use serde_json::json;
 
-use crate::bench_ab::{Paired, PyWorker};
+use crate::c_ref;
+use crate::host::{self, PyWorker};
+use crate::paired::Paired;
 
 pub struct CodecOptions {
     pub json: Option<PathBuf>,
@@ -209,11 +211,10 @@ impl Clock {
     }
 
     fn now(self) -> f64 {
-        #[cfg(target_os = "linux")]
         if self == Clock::Cpu {
-            use nix::time::{clock_gettime, ClockId};
-            if let Ok(t) = clock_gettime(ClockId::CLOCK_PROCESS_CPUTIME_ID) {
-                return t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9;
+            let t = host::process_cpu_seconds();
+            if t.is_finite() {
+                return t;
             }
         }
         static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
@@ -328,12 +329,9 @@ fn start_python(python: &Path, dir: &Path, sets: &[Dataset]) -> Result<PyWorker,
         serde_json::to_string(&meta).map_err(|e| e.to_string())?,
     )
     .map_err(|e| e.to_string())?;
-    let script = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../python/bench/codec_ref.py"
-    ));
+    let script = host::repo_path("python/bench/codec_ref.py");
     let dir_arg = dir.to_string_lossy();
-    PyWorker::start(python, script, &[dir_arg.as_ref()])
+    PyWorker::start(python, &script, &[dir_arg.as_ref()])
 }
 
 /// Frames/s of the Codec plugin (BSLZ4) with `threads` threads on `frame`.
@@ -371,13 +369,7 @@ fn plugin_rate(frame: &Arc<NDArray>, threads: i64, frames: usize) -> Result<f64,
 pub fn codec(opts: &CodecOptions) -> Result<(), String> {
     let side = opts.side.max(8);
     let sets = datasets(side);
-    let python = opts.python.clone().or_else(|| {
-        let p = PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../.venv/bin/python"
-        ));
-        p.exists().then_some(p)
-    });
+    let python = opts.python.clone().or_else(host::venv_python_if_present);
     let dir = std::env::temp_dir().join(format!("ndflow-bench-codec-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let worker = match &python {

@@ -1,5 +1,5 @@
-//! `ndflow bench hdf5`: the HDF5 table of seed 002 ("Smaller and faster", 2019) on this
-//! machine. 1024x1024 UInt32 frames like the simulator's LinearRamp (compressible) go into one
+//! `ndflow bench hdf5`: the HDF5 writing table of "Smaller and faster" (areaDetector, 2019) on
+//! this machine. 1024x1024 UInt32 frames like the simulator's LinearRamp (compressible) go into one
 //! HDF5 file per row through the real ports:
 //!
 //! 1. no compression (raw chunks, direct chunk write);
@@ -8,7 +8,7 @@
 //! 3. pre-compressed by the Codec plugin (Blosc LZ4 byte shuffle level 6; BSLZ4) on
 //!    `codec_threads` threads, then direct chunk write;
 //! 4. the writer alone on frames compressed beforehand (the HDF5 overhead of a direct chunk
-//!    write; seed 002 needed 5.4 GB/s), on 20x as many frames so the file's creation (a few
+//!    write; the 2019 measurement needed 5.4 GB/s), on 20x as many frames so the file's creation (a few
 //!    ms) does not dominate and each file takes 0.1 s or more.
 //!
 //! Each of our files is timed from the first frame offered until the writer has closed it,
@@ -16,7 +16,7 @@
 //! as a detector with a bounded buffer pool); queues never overflow, so drops should be 0.
 //! Beside each of our files the same frames are written by h5py + hdf5plugin (libhdf5 and the
 //! C filters, one thread) in one long-running Python process (`python/bench/hdf5_ref.py`),
-//! interleaved A B, B A, … ([`crate::bench_ab`]): "x C" is the median over the pairs of our
+//! interleaved A B, B A, … ([`crate::paired`]): "x C" is the median over the pairs of our
 //! frames/s over theirs, with its spread. Files go to /dev/shm when it exists (tmpfs: memory
 //! speed, the disk is not measured), else the temp directory; each file is deleted after it
 //! is timed.
@@ -34,7 +34,8 @@ use ndflow_core::{NDArray, ParamValue, Pool};
 use ndflow_runtime::{Graph, PluginHarness};
 use serde_json::json;
 
-use crate::bench_ab::{Paired, PyWorker};
+use crate::host::{self, PyWorker};
+use crate::paired::Paired;
 
 pub struct Hdf5Options {
     /// Frames per file (default 100: 400 MB uncompressed per row).
@@ -364,12 +365,9 @@ fn start_reference(python: &Path, dir: &Path, bases: &[Arc<NDArray>]) -> Result<
         json!({"k": bases.len(), "height": HEIGHT, "width": WIDTH}).to_string(),
     )
     .map_err(|e| e.to_string())?;
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../python/bench/hdf5_ref.py"
-    );
+    let script = host::repo_path("python/bench/hdf5_ref.py");
     let dir_arg = dir.to_string_lossy();
-    PyWorker::start(python, Path::new(script), &[dir_arg.as_ref()])
+    PyWorker::start(python, &script, &[dir_arg.as_ref()])
 }
 
 /// One reference file: frames/s and file bytes.
@@ -428,13 +426,7 @@ fn rows(opts: &Hdf5Options, n: usize, dir: &Path) -> Result<String, String> {
     let bases: Vec<Arc<NDArray>> = base_frames(&pool)?.into_iter().map(Arc::new).collect();
     let t = opts.codec_threads.max(1);
     let reps = opts.reps.max(1);
-    let python = opts.python.clone().or_else(|| {
-        let p = PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../.venv/bin/python"
-        ));
-        p.exists().then_some(p)
-    });
+    let python = opts.python.clone().or_else(host::venv_python_if_present);
     let mut reference = match &python {
         Some(py) => {
             eprintln!(

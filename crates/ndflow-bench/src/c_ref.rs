@@ -1,12 +1,14 @@
-//! The C libraries this crate links (liblz4, c-blosc, zlib), called directly the way a C
+//! The C libraries ndflow-codec links (liblz4, c-blosc, zlib), called directly the way a C
 //! program calls them: the reference side of `ndflow bench codec`, timed in the same process
-//! on the same buffers as our codecs. Only the checks C needs to stay inside the buffers are
+//! on the same buffers as our codecs. It lives with the benchmarks, not in ndflow-codec,
+//! because nothing else calls it; its tests cross-check our streams against C's, byte for byte
+//! where the formats allow. Only the checks C needs to stay inside the buffers are
 //! made here; the C libraries' own error codes come back as [`CodecError::Library`].
 
 use std::os::raw::{c_char, c_int, c_void};
 
-use crate::blosc::BloscParams;
-use crate::CodecError;
+use ndflow_codec::blosc::BloscParams;
+use ndflow_codec::CodecError;
 
 fn failed(codec: &'static str, call: &str, code: i64) -> CodecError {
     CodecError::Library {
@@ -165,7 +167,7 @@ pub fn zlib_decompress(input: &[u8], out: &mut [u8]) -> Result<usize, CodecError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::blosc::{BloscCompressor, BloscShuffle};
+    use ndflow_codec::blosc::{BloscCompressor, BloscShuffle};
 
     fn data() -> Vec<u8> {
         (0..100_000u32)
@@ -179,7 +181,7 @@ mod tests {
         let mut a = vec![0u8; d.len() + 1024];
         let mut b = vec![0u8; d.len() + 1024];
         let mut back = vec![0u8; d.len()];
-        let na = crate::lz4::compress_block(&d, &mut a).unwrap();
+        let na = ndflow_codec::lz4::compress_block(&d, &mut a).unwrap();
         let nb = lz4_compress(&d, &mut b).unwrap();
         assert_eq!(a[..na], b[..nb]);
         assert_eq!(lz4_decompress(&b[..nb], &mut back).unwrap(), d.len());
@@ -191,7 +193,7 @@ mod tests {
             num_threads: 1,
             block_size: 0,
         };
-        let na = crate::blosc::compress(&d, 2, &p, &mut a).unwrap();
+        let na = ndflow_codec::blosc::compress(&d, 2, &p, &mut a).unwrap();
         let nb = blosc_compress(&d, 2, &p, &mut b).unwrap();
         assert_eq!(a[..na], b[..nb]);
         back.fill(0);
@@ -205,15 +207,15 @@ mod tests {
     #[test]
     fn zlib_streams_cross_decode_with_ours() {
         let d = data();
-        let mut c = vec![0u8; crate::zlib::max_compressed_len(d.len())];
+        let mut c = vec![0u8; ndflow_codec::zlib::max_compressed_len(d.len())];
         let mut back = vec![0u8; d.len()];
         let n = zlib_compress(&d, 6, &mut c).unwrap();
         assert_eq!(
-            crate::zlib::decompress(&c[..n], &mut back).unwrap(),
+            ndflow_codec::zlib::decompress(&c[..n], &mut back).unwrap(),
             d.len()
         );
         assert_eq!(back, d);
-        let n = crate::zlib::compress(&d, 6, &mut c).unwrap();
+        let n = ndflow_codec::zlib::compress(&d, 6, &mut c).unwrap();
         back.fill(0);
         assert_eq!(zlib_decompress(&c[..n], &mut back).unwrap(), d.len());
         assert_eq!(back, d);
@@ -253,11 +255,11 @@ mod tests {
     #[test]
     fn zlib_compresses_as_well_as_c_zlib_at_every_level() {
         for (name, d) in detector_frames() {
-            let mut ours = vec![0u8; crate::zlib::max_compressed_len(d.len())];
+            let mut ours = vec![0u8; ndflow_codec::zlib::max_compressed_len(d.len())];
             let mut theirs = ours.clone();
             let mut back = vec![0u8; d.len()];
             for level in 0..=9 {
-                let n = crate::zlib::compress(&d, level, &mut ours).unwrap();
+                let n = ndflow_codec::zlib::compress(&d, level, &mut ours).unwrap();
                 let m = zlib_compress(&d, level, &mut theirs).unwrap();
                 back.fill(0xA5);
                 assert_eq!(zlib_decompress(&ours[..n], &mut back).unwrap(), d.len());

@@ -1,0 +1,292 @@
+//! `ndflow`: the IOC command line (run, check, demo, vds, pv, params) and `ndflow bench`
+//! (ndflow-bench's [`ndflow_bench::cli`]).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use ndflow::config::parse_setting;
+use ndflow::{ioc, pv_cmd, reference, registry, vds};
+
+#[derive(Parser)]
+#[command(
+    name = "ndflow",
+    version,
+    about = "ndflow: an areaDetector-compatible detector pipeline"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build the graph from a TOML config file and run it (Ctrl-C stops cleanly).
+    Run {
+        /// The config file (see docs/config-reference.md).
+        config: PathBuf,
+        /// Exit when every driver is back to Idle and every plugin has drained.
+        #[arg(long)]
+        until_idle: bool,
+        /// On exit, write every port's parameters as JSON to this file.
+        #[arg(long, value_name = "FILE.json")]
+        summary: Option<PathBuf>,
+        /// No live status line.
+        #[arg(long, short)]
+        quiet: bool,
+        /// Do not serve PVs over pvAccess (the config's `pva = false` does the same).
+        #[arg(long)]
+        no_pva: bool,
+        /// Do not serve PVs over Channel Access (the config's `ca = false` does the same).
+        #[arg(long)]
+        no_ca: bool,
+        /// Replace the config's PV prefix (e.g. one writer config for many processes).
+        #[arg(long, value_name = "PREFIX")]
+        prefix: Option<String>,
+        /// Override a port's setting, e.g. --set HDF1.FileName=w1 (repeatable; a quoted
+        /// value, PORT.KEY='"007"', stays a string).
+        #[arg(long, value_name = "PORT.KEY=VALUE", value_parser = parse_setting)]
+        set: Vec<(String, String, String)>,
+    },
+    /// Validate a config file (with the same --prefix/--set as `run`): builds every port and
+    /// PV name without acquiring or serving, and prints what it holds.
+    Check {
+        config: PathBuf,
+        #[arg(long, value_name = "PREFIX")]
+        prefix: Option<String>,
+        #[arg(long, value_name = "PORT.KEY=VALUE", value_parser = parse_setting)]
+        set: Vec<(String, String, String)>,
+    },
+    /// Run the embedded default pipeline (simulated detector → ROI/Stats/Process/StdArrays).
+    Demo {
+        /// Frames to acquire.
+        #[arg(long, default_value_t = 2000)]
+        frames: u32,
+        #[arg(long, value_name = "FILE.json")]
+        summary: Option<PathBuf>,
+        #[arg(long, short)]
+        quiet: bool,
+        /// Serve PVs over pvAccess while the demo runs (off by default: the demo is a
+        /// self-contained run that should not claim network ports).
+        #[arg(long)]
+        pva: bool,
+        /// Serve PVs over Channel Access while the demo runs (off by default).
+        #[arg(long)]
+        ca: bool,
+    },
+    /// Benchmarks, each next to its reference measured in the same run (docs/benchmarks.md).
+    Bench {
+        #[command(subcommand)]
+        which: ndflow_bench::cli::BenchCmd,
+    },
+    /// Stitch the HDF5 files of several writers into one master file: a virtual dataset of
+    /// every frame in uniqueId order (gaps reported and read as 0), plus the per-frame
+    /// attributes. See docs/scale-out.md.
+    Vds {
+        /// The master file to write (replaced if it exists; nothing is written on error).
+        #[arg(long, short)]
+        output: PathBuf,
+        /// The writers' files (any order).
+        #[arg(required = true, value_name = "PART.h5")]
+        parts: Vec<PathBuf>,
+        /// The frame dataset in each part.
+        #[arg(long, default_value = ndflow_io::hdf5::LINK_PATH)]
+        data: String,
+        /// The group of per-frame attribute datasets in each part.
+        #[arg(long, default_value = ndflow_io::hdf5::ATTR_GROUP)]
+        attributes: String,
+        /// The uniqueId dataset's name in that group.
+        #[arg(long, default_value = "NDArrayUniqueId")]
+        unique_id: String,
+        /// Also write the report as JSON.
+        #[arg(long, value_name = "FILE.json")]
+        json: Option<PathBuf>,
+        /// Exit with an error when frames are missing (the master is still written).
+        #[arg(long)]
+        strict: bool,
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Read, write or wait for PVs over pvAccess (for scripts; the server is found through
+    /// EPICS_PVA_ADDR_LIST / EPICS_PVA_NAME_SERVERS as by any pvAccess client).
+    Pv {
+        #[command(subcommand)]
+        op: PvCmd,
+    },
+    /// Print the parameters of a port type (or of all, as Markdown with --markdown).
+    Params {
+        /// A port type, e.g. `sim` or `hdf5`. Without one, every type is listed (with
+        /// --markdown, every type's parameters).
+        #[arg(value_name = "TYPE")]
+        type_name: Option<String>,
+        #[arg(long)]
+        markdown: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum PvCmd {
+    /// Print `NAME VALUE` for each PV (enums as their choice, arrays as their length).
+    Get {
+        #[arg(required = true)]
+        names: Vec<String>,
+        #[arg(long, default_value_t = 5.0)]
+        timeout: f64,
+    },
+    /// Write a value (a number, or text such as an enum's choice).
+    Put {
+        name: String,
+        value: String,
+        #[arg(long, default_value_t = 5.0)]
+        timeout: f64,
+    },
+    /// Wait until a PV reads VALUE (as `get` prints it, or the same number).
+    Wait {
+        name: String,
+        value: String,
+        #[arg(long, default_value_t = 30.0)]
+        timeout: f64,
+    },
+}
+
+fn read_config(path: &std::path::Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("NDFLOW_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Run {
+            config,
+            until_idle,
+            summary,
+            quiet,
+            no_pva,
+            no_ca,
+            prefix,
+            set,
+        } => read_config(&config).and_then(|text| {
+            ioc::run(
+                &text,
+                &config.display().to_string(),
+                &ioc::RunOptions {
+                    until_idle,
+                    summary,
+                    quiet,
+                    print_table: false,
+                    no_pva,
+                    no_ca,
+                    prefix,
+                    sets: set,
+                },
+            )
+        }),
+        Cmd::Check {
+            config,
+            prefix,
+            set,
+        } => read_config(&config)
+            .and_then(|text| {
+                ioc::check(
+                    &text,
+                    &config.display().to_string(),
+                    prefix.as_deref(),
+                    &set,
+                )
+            })
+            .map(|s| print!("{s}")),
+        Cmd::Demo {
+            frames,
+            summary,
+            quiet,
+            pva,
+            ca,
+        } => ioc::run(
+            &ioc::demo_config(frames),
+            "demo.toml (embedded)",
+            &ioc::RunOptions {
+                until_idle: true,
+                summary,
+                quiet,
+                print_table: true,
+                no_pva: !pva,
+                no_ca: !ca,
+                prefix: None,
+                sets: Vec::new(),
+            },
+        ),
+        Cmd::Bench { which } => ndflow_bench::cli::run(which),
+        Cmd::Vds {
+            output,
+            parts,
+            data,
+            attributes,
+            unique_id,
+            json,
+            strict,
+            quiet,
+        } => vds::run(&vds::VdsArgs {
+            output,
+            parts,
+            options: ndflow_io::hdf5::vds::VdsOptions {
+                data,
+                attributes,
+                unique_id,
+            },
+            json,
+            strict,
+            quiet,
+        }),
+        Cmd::Pv { op } => match op {
+            PvCmd::Get { names, timeout } => pv_cmd::get(&names, timeout),
+            PvCmd::Put {
+                name,
+                value,
+                timeout,
+            } => pv_cmd::put(&name, &value, timeout),
+            PvCmd::Wait {
+                name,
+                value,
+                timeout,
+            } => pv_cmd::wait(&name, &value, timeout),
+        },
+        Cmd::Params {
+            type_name,
+            markdown,
+        } => match type_name {
+            None if markdown => {
+                print!("{}", reference::full_markdown());
+                Ok(())
+            }
+            None => {
+                for (t, class, _, desc) in registry::TYPES {
+                    println!("{t:10} {class:18} {desc}");
+                }
+                Ok(())
+            }
+            Some(t) if registry::type_names().contains(&t.as_str()) => {
+                print!("{}", reference::markdown(&t));
+                Ok(())
+            }
+            Some(t) => Err(format!(
+                "unknown port type '{t}'; one of: {}",
+                registry::type_names().join(", ")
+            )),
+        },
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
