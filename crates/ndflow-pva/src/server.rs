@@ -31,9 +31,10 @@ use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::RwLock;
 use tokio::net::{TcpListener, UdpSocket};
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
@@ -66,27 +67,15 @@ impl StaticProvider {
     }
 
     pub fn add(&self, name: impl Into<String>, pv: SharedPv) {
-        self.pvs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.into(), pv);
+        self.pvs.write().insert(name.into(), pv);
     }
 
     pub fn remove(&self, name: &str) -> Option<SharedPv> {
-        self.pvs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name)
+        self.pvs.write().remove(name)
     }
 
     pub fn names(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .pvs
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect();
+        let mut v: Vec<String> = self.pvs.read().keys().cloned().collect();
         v.sort();
         v
     }
@@ -94,11 +83,7 @@ impl StaticProvider {
 
 impl ChannelProvider for StaticProvider {
     fn lookup(&self, name: &str) -> Option<SharedPv> {
-        self.pvs
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned()
+        self.pvs.read().get(name).cloned()
     }
 }
 

@@ -9,9 +9,10 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
@@ -138,13 +139,7 @@ impl Connection {
     }
 
     pub(crate) fn is_dead(&self) -> bool {
-        self.lock().dead.is_some()
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock cannot leave the maps half-updated in a way that
-        // matters more than losing the connection, so recover from poisoning.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().dead.is_some()
     }
 
     pub(crate) fn next_id(&self) -> u32 {
@@ -169,7 +164,7 @@ impl Connection {
         deadline: Instant,
     ) -> Result<u32, ClientError> {
         let rx = {
-            let mut st = self.lock();
+            let mut st = self.state.lock();
             if st.dead.is_some() {
                 return Err(ClientError::Disconnected);
             }
@@ -205,7 +200,7 @@ impl Connection {
             Err(_) => {
                 // Forget the request once nobody waits for it, so a later attempt sends a new
                 // CREATE_CHANNEL instead of joining one the server never answered.
-                let mut st = self.lock();
+                let mut st = self.state.lock();
                 if let Some(Chan::Pending { waiters }) = st.chans.get_mut(name) {
                     waiters.retain(|w| !w.is_closed());
                     if waiters.is_empty() {
@@ -220,7 +215,7 @@ impl Connection {
 
     /// Drop one user of `name`; the last one destroys the channel on the server.
     pub(crate) fn release_channel(&self, name: &str) {
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         let Some(Chan::Ready { cid, sid, users }) = st.chans.get_mut(name) else {
             return;
         };
@@ -246,7 +241,7 @@ impl Connection {
     ) -> Result<(u32, mpsc::UnboundedReceiver<OpMsg>), ClientError> {
         let (tx, rx) = mpsc::unbounded_channel();
         let ioid = self.next_id();
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         if st.dead.is_some() {
             return Err(ClientError::Disconnected);
         }
@@ -267,14 +262,14 @@ impl Connection {
     /// no task hand-off per frame (on 2 cores one fewer wake-up per frame is measurable).
     /// Everything else (finish, failure, disconnect) still goes through the channel.
     pub(crate) fn direct_updates(&self, ioid: u32, f: UpdateSink) {
-        if let Some(op) = self.lock().ops.get_mut(&ioid) {
+        if let Some(op) = self.state.lock().ops.get_mut(&ioid) {
             op.updates = Some(f);
         }
     }
 
     /// Forget an operation; with `destroy` also tell the server (DESTROY_REQUEST).
     pub(crate) fn remove_op(&self, ioid: u32, destroy: bool) {
-        let entry = self.lock().ops.remove(&ioid);
+        let entry = self.state.lock().ops.remove(&ioid);
         if let (Some(e), true) = (entry, destroy) {
             let _ = self.send(cmd::DESTROY_REQUEST, |w| {
                 proto::encode_sid_ioid(w, e.sid, ioid);
@@ -286,7 +281,7 @@ impl Connection {
     /// Close the connection: every waiter and operation is told, tasks stop.
     pub(crate) fn close(&self, reason: &str) {
         let (ops, chans) = {
-            let mut st = self.lock();
+            let mut st = self.state.lock();
             if st.dead.is_some() {
                 return;
             }
@@ -338,7 +333,7 @@ impl Connection {
             }
             cmd::GET | cmd::PUT | cmd::MONITOR | cmd::GET_FIELD => {
                 let ioid = proto::peek_ioid(p, order).map_err(|e| e.to_string())?;
-                let mut st = self.lock();
+                let mut st = self.state.lock();
                 // Late replies for destroyed requests are normal; ignore them.
                 let Some(op) = st.ops.get_mut(&ioid) else {
                     return Ok(());
@@ -382,7 +377,7 @@ impl Connection {
     }
 
     fn on_channel_created(&self, r: proto::CreateChannelResponse) {
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         let Some(name) = st.cid_names.get(&r.cid).cloned() else {
             // A reply nobody waits for any more: do not leave the channel open on the server.
             drop(st);
@@ -423,7 +418,7 @@ impl Connection {
 
     /// The server dropped a channel (PV gone): its operations are disconnected.
     fn on_channel_destroyed(&self, sid: u32, cid: u32) {
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         let Some(name) = st.cid_names.remove(&cid) else {
             return;
         };

@@ -3,9 +3,10 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::time::{timeout_at, Instant};
 
 use super::config::ClientConfig;
@@ -36,10 +37,6 @@ impl Drop for ChannelRef {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Ctx {
     pub(crate) async fn start(cfg: ClientConfig) -> Result<Arc<Ctx>, ClientError> {
         let searcher = Searcher::start(&cfg).await?;
@@ -66,7 +63,7 @@ impl Ctx {
     }
 
     fn slot(&self, addr: SocketAddr) -> Slot {
-        Arc::clone(lock(&self.conns).entry(addr).or_default())
+        Arc::clone(self.conns.lock().entry(addr).or_default())
     }
 
     /// The live connection to `addr`, opening one if needed (concurrent callers share it).
@@ -120,7 +117,7 @@ impl Ctx {
         deadline: Instant,
     ) -> Result<ChannelRef, ClientError> {
         loop {
-            let cached = lock(&self.resolved).get(name).copied();
+            let cached = self.resolved.lock().get(name).copied();
             let addr = match cached {
                 Some(a) => a,
                 None => self.searcher.find(name, deadline).await?,
@@ -137,11 +134,11 @@ impl Ctx {
             .await;
             match res {
                 Ok(ch) => {
-                    lock(&self.resolved).insert(name.to_owned(), addr);
+                    self.resolved.lock().insert(name.to_owned(), addr);
                     return Ok(ch);
                 }
                 Err(e) => {
-                    lock(&self.resolved).remove(name);
+                    self.resolved.lock().remove(name);
                     if matches!(e, ClientError::Timeout(_)) || Instant::now() >= deadline {
                         return Err(e);
                     }

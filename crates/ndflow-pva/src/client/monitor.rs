@@ -8,9 +8,10 @@
 //! (latest wins, overrun bits set) rather than growing.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -134,10 +135,6 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Queue> {
-        self.q.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Release the queue and wake the consumers blocked in [`Self::pop`], if any.
     fn wake(&self, q: MutexGuard<'_, Queue>) {
         let waiting = q.waiting > 0;
@@ -148,7 +145,7 @@ impl Shared {
     }
 
     fn push(&self, ev: MonitorEvent, gen: u64) {
-        let mut q = self.lock();
+        let mut q = self.q.lock();
         if matches!(ev, MonitorEvent::Finished | MonitorEvent::Failed(_)) {
             q.ended = true;
         }
@@ -157,7 +154,7 @@ impl Shared {
     }
 
     fn connected(&self, desc: Arc<FieldDesc>, target: AckTarget) {
-        let mut q = self.lock();
+        let mut q = self.q.lock();
         let gen = target.gen;
         q.unacked = 0;
         q.target = Some(target);
@@ -172,11 +169,11 @@ impl Shared {
     }
 
     fn lost(&self) {
-        self.lock().target = None;
+        self.q.lock().target = None;
     }
 
     fn update(&self, value: Value, changed: BitSet, overrun: BitSet, bytes: usize, gen: u64) {
-        let mut q = self.lock();
+        let mut q = self.q.lock();
         q.stats.updates += 1;
         q.stats.bytes += bytes as u64;
         if !overrun.is_empty() {
@@ -231,7 +228,7 @@ impl Shared {
 
     /// Take the next event; acknowledges consumed updates to the server in `ack_any` batches.
     fn pop(&self, deadline: Option<std::time::Instant>) -> Pop {
-        let mut q = self.lock();
+        let mut q = self.q.lock();
         loop {
             if let Some(item) = q.items.pop_front() {
                 if matches!(item.ev, MonitorEvent::Data { .. }) {
@@ -248,11 +245,7 @@ impl Shared {
             match deadline {
                 Some(d) if d > now => {
                     q.waiting += 1;
-                    q = self
-                        .cv
-                        .wait_timeout(q, d - now)
-                        .map(|(g, _)| g)
-                        .unwrap_or_else(|e| e.into_inner().0);
+                    self.cv.wait_for(&mut q, d - now);
                     q.waiting -= 1;
                 }
                 _ => return Pop::Empty,
@@ -401,11 +394,11 @@ impl Monitor {
 
     /// The type of the current subscription, once connected.
     pub fn desc(&self) -> Option<Arc<FieldDesc>> {
-        self.shared.lock().desc.clone()
+        self.shared.q.lock().desc.clone()
     }
 
     pub fn stats(&self) -> MonitorStats {
-        self.shared.lock().stats.clone()
+        self.shared.q.lock().stats.clone()
     }
 }
 

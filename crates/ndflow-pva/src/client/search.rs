@@ -8,9 +8,10 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::net::UdpSocket;
 use tokio::sync::{oneshot, Notify};
 use tokio::time::{timeout_at, Instant};
@@ -83,11 +84,7 @@ impl Searcher {
 
     /// Install the TCP (name server) path.
     pub(crate) fn set_tcp(&self, f: TcpSearch) {
-        *self.tcp.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        *self.tcp.lock() = Some(f);
     }
 
     /// Find the server (TCP address) that claims `name`.
@@ -105,7 +102,7 @@ impl Searcher {
         }
         let (tx, rx) = oneshot::channel();
         let id = {
-            let mut st = self.lock();
+            let mut st = self.state.lock();
             match st.by_name.get(name).copied() {
                 Some(id) => {
                     if let Some(p) = st.pending.get_mut(&id) {
@@ -136,7 +133,7 @@ impl Searcher {
             Ok(Ok(addr)) => Ok(addr),
             _ => {
                 // Stop searching once nobody waits for this name any more.
-                let mut st = self.lock();
+                let mut st = self.state.lock();
                 if let Some(p) = st.pending.get_mut(&id) {
                     p.waiters.retain(|w| !w.is_closed());
                     if p.waiters.is_empty() {
@@ -162,7 +159,7 @@ impl Searcher {
         if !self.cfg.allowed(&server) {
             return;
         }
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         for id in r.ids {
             if let Some(p) = st.pending.remove(&id) {
                 st.by_name.remove(&p.name);
@@ -176,7 +173,7 @@ impl Searcher {
     /// Names due for (re)sending now; advances their backoff. Also returns the next due time.
     fn due(&self) -> (Vec<(u32, String)>, Option<Instant>) {
         let now = Instant::now();
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         // Drop names nobody waits for (callers timed out).
         let dead: Vec<u32> = st
             .pending
@@ -204,7 +201,7 @@ impl Searcher {
 
     async fn send_batch(&self, names: &[(u32, String)]) {
         for chunk in batches(names) {
-            if let Some(tcp) = self.tcp.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            if let Some(tcp) = self.tcp.lock().clone() {
                 tcp(&chunk);
             }
             let Some(sock) = &self.socket else {

@@ -11,7 +11,7 @@ use crate::request::apply_mask;
 use crate::transport::{cmd, subcmd};
 use crate::wire::{BitSet, DecodeError, FieldDesc, Reader, Status};
 
-use super::monitor::{lock, MonitorParams, Subscription};
+use super::monitor::{MonitorParams, Subscription};
 use super::put_reply::{ClientId, LateTarget, PutReply, ReplyState};
 use super::session::{Op, OpKind, Session};
 use super::shared_pv::{DeferredPutHandler, Handler, SharedPv};
@@ -218,7 +218,7 @@ impl Session {
         };
         let (reply, state) = PutReply::new(block);
         run_blocking(|| handler(pv, value, bits, &client, reply));
-        let mut g = lock(&state);
+        let mut g = state.lock();
         match &*g {
             ReplyState::Done(st) => Some(st.clone()),
             ReplyState::Waiting(_) => {
@@ -269,7 +269,7 @@ impl Session {
                 self.sock.clone(),
             ));
             pv.subscribe(Arc::clone(&s));
-            lock(&self.monitors).push(Arc::clone(&s));
+            self.monitors.lock().push(Arc::clone(&s));
             self.srv.stats.monitors(1);
             self.ops.insert(
                 ioid,

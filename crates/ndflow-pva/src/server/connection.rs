@@ -11,8 +11,9 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
@@ -22,7 +23,7 @@ use crate::transport::{cmd, MessageReader, OutMessage, TransportError};
 use crate::wire::ByteOrder;
 
 use super::direct::{CloseOnDrop, SockOut};
-use super::monitor::{lock, Subscription};
+use super::monitor::Subscription;
 use super::session::Session;
 use super::ServerShared;
 
@@ -126,7 +127,7 @@ async fn write_all(
     let mut echo = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     let mut next_sub = 0usize;
     loop {
-        let subs: Vec<Arc<Subscription>> = lock(monitors).clone();
+        let subs: Vec<Arc<Subscription>> = monitors.lock().clone();
         // The socket is locked only when there is something to write: a direct poster may be
         // writing, and waiting for it would wake this task again when it is done.
         let work = !rx.is_empty() || out.has_tail() || subs.iter().any(|s| s.sendable());

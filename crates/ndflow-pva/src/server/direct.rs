@@ -12,16 +12,16 @@
 use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::{Notify, OwnedMutexGuard};
 
 use crate::transport::OutMessage;
 use crate::wire::{ByteOrder, SharedBytes};
 
-use super::monitor::lock;
 use super::ServerShared;
 
 /// Longest single wait for the socket to take more bytes, so that a poster notices a closed
@@ -75,16 +75,16 @@ impl SockOut {
             return None;
         }
         let g = Arc::clone(&self.sock).try_lock_owned().ok()?;
-        lock(&self.tail).is_empty().then_some(g)
+        self.tail.lock().is_empty().then_some(g)
     }
 
     /// The rest of a message a poster left (empty if none); the caller holds the socket.
     pub(crate) fn take_tail(&self) -> Vec<SharedBytes> {
-        std::mem::take(&mut *lock(&self.tail))
+        std::mem::take(&mut *self.tail.lock())
     }
 
     pub(crate) fn has_tail(&self) -> bool {
-        !lock(&self.tail).is_empty()
+        !self.tail.lock().is_empty()
     }
 
     pub(crate) fn close(&self) {
@@ -146,7 +146,7 @@ impl SockOut {
                         let first = &parts[part];
                         rest.extend(first.slice(off, first.len() - off));
                         rest.extend(parts.drain(part + 1..));
-                        *lock(&self.tail) = rest;
+                        *self.tail.lock() = rest;
                         drop(guard);
                         self.wake.notify_one();
                         return;

@@ -46,7 +46,7 @@ impl Harness {
 
     /// Pending monitor updates as encoded messages (what the writer would send now).
     pub fn drain_monitors(&mut self) -> Vec<OutMessage> {
-        let subs = super::monitor::lock(&self.session.monitors).clone();
+        let subs = self.session.monitors.lock().clone();
         let mut out = Vec::new();
         for s in subs {
             while let Some(Ok(m)) = s.next_message(self.session.order) {

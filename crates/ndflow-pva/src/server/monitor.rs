@@ -9,8 +9,9 @@
 //! client's window (its acks) is used up; a lossless poster waits for [`Subscription::has_room`].
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 
+use parking_lot::{Condvar, Mutex};
 use tokio::sync::Notify;
 
 use crate::request::apply_mask;
@@ -31,11 +32,11 @@ pub(crate) struct Room {
 
 impl Room {
     pub(crate) fn generation(&self) -> u64 {
-        lock(&self.state).0
+        self.state.lock().0
     }
 
     pub(crate) fn bump(&self) {
-        let mut st = lock(&self.state);
+        let mut st = self.state.lock();
         st.0 += 1;
         let waiting = st.1 > 0;
         // Unlocked first, so the woken poster does not block on this mutex; and a condvar
@@ -48,7 +49,7 @@ impl Room {
 
     /// Bump only if a poster waits; true if one did.
     pub(crate) fn bump_if_waiting(&self) -> bool {
-        let mut st = lock(&self.state);
+        let mut st = self.state.lock();
         if st.1 == 0 {
             return false;
         }
@@ -60,22 +61,14 @@ impl Room {
 
     /// Wait until the generation differs from `seen` or `timeout` passes.
     pub(crate) fn wait(&self, seen: u64, timeout: std::time::Duration) {
-        let mut st = lock(&self.state);
+        let mut st = self.state.lock();
         if st.0 != seen {
             return;
         }
         st.1 += 1;
-        let (mut st, _) = self
-            .cv
-            .wait_timeout(st, timeout)
-            .unwrap_or_else(|e| e.into_inner());
+        self.cv.wait_for(&mut st, timeout);
         st.1 -= 1;
     }
-}
-
-/// A poisoned lock only means another thread panicked mid-update; the data stay usable.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 struct Update {
@@ -156,19 +149,19 @@ impl Subscription {
     }
 
     pub(crate) fn is_closed(&self) -> bool {
-        lock(&self.st).closed
+        self.st.lock().closed
     }
 
     /// Whether a lossless poster may offer now without squashing: always true unless this is a
     /// running pipelined subscription whose queue is full.
     pub(crate) fn has_room(&self) -> bool {
-        let st = lock(&self.st);
+        let st = self.st.lock();
         st.closed || !st.running || !st.pipeline || st.queue.len() < st.queue_size
     }
 
     /// Whether the writer has an update to send now (queued, running, window open).
     pub(crate) fn sendable(&self) -> bool {
-        let st = lock(&self.st);
+        let st = self.st.lock();
         !st.closed && st.running && !st.queue.is_empty() && (!st.pipeline || st.window > 0)
     }
 
@@ -184,7 +177,7 @@ impl Subscription {
         let Some(out) = self.out.as_ref().filter(|o| o.enabled()) else {
             return none;
         };
-        let mut st = lock(&self.st);
+        let mut st = self.st.lock();
         let open = |st: &SubState| !st.pipeline || st.window > 0;
         if st.closed || !st.running || !open(&st) || (st.queue.is_empty() && new.is_none()) {
             return none;
@@ -257,7 +250,7 @@ impl Subscription {
 
     /// Queue an update; returns true if it had to be squashed into the last queued one.
     pub(crate) fn offer(&self, value: &Value, changed: &BitSet) -> bool {
-        let mut st = lock(&self.st);
+        let mut st = self.st.lock();
         if st.closed || !st.running {
             return false;
         }
@@ -290,7 +283,7 @@ impl Subscription {
 
     /// Client start (0x44): begin with the current value, every field marked.
     pub(crate) fn start(&self, current: &Value) {
-        let mut st = lock(&self.st);
+        let mut st = self.st.lock();
         if st.closed || st.running {
             return;
         }
@@ -307,7 +300,7 @@ impl Subscription {
 
     /// Client stop (0x04): nothing more is sent until the next start.
     pub(crate) fn stop(&self) {
-        let mut st = lock(&self.st);
+        let mut st = self.st.lock();
         st.running = false;
         st.queue.clear();
         drop(st);
@@ -316,7 +309,7 @@ impl Subscription {
 
     /// Pipeline ack (0x80): the client has room for `n` more updates.
     pub(crate) fn ack(&self, n: u32) {
-        let mut st = lock(&self.st);
+        let mut st = self.st.lock();
         st.window = st.window.saturating_add(n);
         drop(st);
         // A lossless poster waiting for room writes the queued updates itself when woken (one
@@ -330,7 +323,7 @@ impl Subscription {
 
     /// The subscription is gone (destroyed, channel destroyed, connection lost).
     pub(crate) fn close(&self) {
-        let mut st = lock(&self.st);
+        let mut st = self.st.lock();
         st.closed = true;
         st.running = false;
         st.queue.clear();
@@ -342,7 +335,7 @@ impl Subscription {
     /// only when it is ready to write, so that anything else squashes in the queue meanwhile.
     pub(crate) fn next_message(&self, order: ByteOrder) -> Option<Result<OutMessage, EncodeError>> {
         loop {
-            let mut st = lock(&self.st);
+            let mut st = self.st.lock();
             if st.closed || !st.running || (st.pipeline && st.window == 0) {
                 return None;
             }

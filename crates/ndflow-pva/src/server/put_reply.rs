@@ -4,14 +4,13 @@
 //! order; a later one is sent through the connection's writer.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 use crate::transport::{cmd, OutMessage};
 use crate::wire::{ByteOrder, Status};
-
-use super::monitor::lock;
 
 /// Who sent a request: the peer's address and the user of "ca" authentication (empty for
 /// anonymous clients).
@@ -81,7 +80,7 @@ impl Drop for PutReply {
 }
 
 fn finish(st: &Mutex<ReplyState>, status: Status) {
-    let mut g = lock(st);
+    let mut g = st.lock();
     match std::mem::replace(&mut *g, ReplyState::Done(status.clone())) {
         ReplyState::Waiting(Some(t)) => {
             let built = OutMessage::build(cmd::PUT, true, t.order, |w| {

@@ -7,8 +7,9 @@
 //! decoded is counted and ignored (or answered with an error status when its request is known).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::request::PvRequest;
@@ -19,7 +20,7 @@ use crate::wire::{
     Writer,
 };
 
-use super::monitor::{lock, Subscription};
+use super::monitor::Subscription;
 use super::search::SearchRequest;
 use super::shared_pv::SharedPv;
 use super::ServerShared;
@@ -325,7 +326,7 @@ impl Session {
         if let Some(op) = self.ops.remove(&ioid) {
             if let OpKind::Monitor(sub) = op.kind {
                 sub.close();
-                lock(&self.monitors).retain(|s| !Arc::ptr_eq(s, &sub));
+                self.monitors.lock().retain(|s| !Arc::ptr_eq(s, &sub));
                 self.srv.stats.monitors(-1);
             }
         }

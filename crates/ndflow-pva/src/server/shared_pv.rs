@@ -11,13 +11,15 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
 
 use crate::nt::value_fits;
 use crate::wire::{BitSet, FieldDesc, Value};
 
-use super::monitor::{lock, Room, Subscription};
+use super::monitor::{Room, Subscription};
 use super::put_reply::{ClientId, PutReply};
 
 /// How long [`SharedPv::post`] waits for room in lossless mode.
@@ -115,8 +117,7 @@ impl SharedPv {
         self,
         f: impl Fn(&SharedPv, &Value, &BitSet) -> Result<(), String> + Send + Sync + 'static,
     ) -> Self {
-        *self.inner.put.write().unwrap_or_else(|e| e.into_inner()) =
-            Some(Handler::Now(Arc::new(f)));
+        *self.inner.put.write() = Some(Handler::Now(Arc::new(f)));
         self
     }
 
@@ -126,17 +127,12 @@ impl SharedPv {
         self,
         f: impl Fn(&SharedPv, &Value, &BitSet, &ClientId, PutReply) + Send + Sync + 'static,
     ) -> Self {
-        *self.inner.put.write().unwrap_or_else(|e| e.into_inner()) =
-            Some(Handler::Deferred(Arc::new(f)));
+        *self.inner.put.write() = Some(Handler::Deferred(Arc::new(f)));
         self
     }
 
     pub(crate) fn put_handler(&self) -> Option<Handler> {
-        self.inner
-            .put
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.inner.put.read().clone()
     }
 
     /// Lossless: posts wait for pipelined subscribers' windows instead of squashing.
@@ -170,10 +166,10 @@ impl SharedPv {
         }
         let all = BitSet::from_bits(&[0]);
         let changed = if changed.is_empty() { &all } else { changed };
-        let _serial = lock(&self.inner.post_lock);
+        let _serial = self.inner.post_lock.lock();
         let lossless = self.is_lossless();
         let timed_out = lossless && !self.wait_for_room(deadline);
-        let mut st = lock(&self.inner.state);
+        let mut st = self.inner.state.lock();
         st.current = value;
         if timed_out {
             return Err(PostError::Timeout);
@@ -209,7 +205,7 @@ impl SharedPv {
     fn wait_for_room(&self, deadline: Instant) -> bool {
         loop {
             let seen = self.inner.room.generation();
-            let subs: Vec<Arc<Subscription>> = lock(&self.inner.state).subs.clone();
+            let subs: Vec<Arc<Subscription>> = self.inner.state.lock().subs.clone();
             for s in &subs {
                 if let Some((guard, out, msgs)) = s.take_direct(None).write {
                     out.write_blocking(guard, msgs, deadline);
@@ -237,7 +233,7 @@ impl SharedPv {
 
     /// The value last posted (a cheap clone: arrays are shared).
     pub fn current(&self) -> Value {
-        lock(&self.inner.state).current.clone()
+        self.inner.state.lock().current.clone()
     }
 
     /// Set the value without notifying anyone (e.g. before the first client).
@@ -245,7 +241,7 @@ impl SharedPv {
         if !value_fits(&self.inner.desc, &value) {
             return Err(PostError::Mismatch);
         }
-        lock(&self.inner.state).current = value;
+        self.inner.state.lock().current = value;
         Ok(())
     }
 
@@ -263,7 +259,9 @@ impl SharedPv {
 
     /// Live subscriptions (running or not).
     pub fn subscribers(&self) -> usize {
-        lock(&self.inner.state)
+        self.inner
+            .state
+            .lock()
             .subs
             .iter()
             .filter(|s| !s.is_closed())
@@ -281,7 +279,7 @@ impl SharedPv {
     }
 
     pub(crate) fn subscribe(&self, sub: Arc<Subscription>) {
-        let mut st = lock(&self.inner.state);
+        let mut st = self.inner.state.lock();
         st.subs.retain(|s| !s.is_closed());
         st.subs.push(sub);
     }
@@ -290,16 +288,11 @@ impl SharedPv {
     /// slip between reading the value and the subscription starting.
     pub(crate) fn start(&self, sub: &Subscription) {
         let count = {
-            let st = lock(&self.inner.state);
+            let st = self.inner.state.lock();
             sub.start(&st.current);
             st.subs.iter().filter(|s| !s.is_closed()).count()
         };
-        let watch = self
-            .inner
-            .on_subscribers
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let watch = self.inner.on_subscribers.read().clone();
         if let Some(f) = watch {
             f(count);
         }
@@ -309,11 +302,7 @@ impl SharedPv {
     /// publisher can show its subscribers before it posts anything (a lossless scale-out head
     /// waits for its writers that way). Closed subscriptions show at the next post.
     pub fn on_subscribers_changed(&self, f: impl Fn(usize) + Send + Sync + 'static) {
-        *self
-            .inner
-            .on_subscribers
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(f));
+        *self.inner.on_subscribers.write() = Some(Arc::new(f));
     }
 
     /// Whether two handles name the same PV.
