@@ -1,5 +1,5 @@
 //! Our client against a pvapy (pvAccessCPP) server on 127.0.0.1: large frames arrive segmented
-//! and types come through the 0xFD/0xFE cache. Skipped when the project's .venv is missing.
+//! and types come through the 0xFD/0xFE cache. Fails when the project's .venv is missing.
 
 mod client_common;
 
