@@ -94,11 +94,12 @@ fn parse() -> Res<Args> {
     })
 }
 
-fn run<F: Format>(h: PluginHarness<FileWriterPlugin<F>>, a: Args) -> Res<()> {
+/// `has_quality`: the format has JPEGQuality (JPEG).
+fn run<F: Format>(h: PluginHarness<FileWriterPlugin<F>>, a: Args, has_quality: bool) -> Res<()> {
     h.put("FilePath", a.out.as_str())?;
     h.put("FileName", a.name.as_str())?;
     h.put("AutoIncrement", "Yes")?;
-    if h.params.index("JPEGQuality").is_some() {
+    if has_quality {
         h.put("JPEGQuality", a.quality)?;
     }
     if a.count > 1 {
@@ -119,8 +120,8 @@ fn run<F: Format>(h: PluginHarness<FileWriterPlugin<F>>, a: Args) -> Res<()> {
 fn main() -> Res<()> {
     let a = parse()?;
     match a.format.as_str() {
-        "tiff" => run(PluginHarness::new(TiffFilePlugin::new()), a),
-        "jpeg" => run(PluginHarness::new(JpegFilePlugin::new()), a),
+        "tiff" => run(PluginHarness::new(TiffFilePlugin::new()), a, false),
+        "jpeg" => run(PluginHarness::new(JpegFilePlugin::new()), a, true),
         other => Err(format!("unknown format {other} (tiff, jpeg)").into()),
     }
 }

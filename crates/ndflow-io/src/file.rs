@@ -33,8 +33,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use ndflow_core::param::DefaultValue;
 use ndflow_core::{AttrValue, NDArray, ParamDef, ParamStore, ParamValue, Pool};
-use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
+use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
 pub use template::{create_directory, format_file_name, normalize_dir};
@@ -76,36 +78,80 @@ pub trait Format: Send + 'static {
     }
 }
 
-/// NDFile.template's parameters followed by a format's own, as one static table.
-/// `ndfile_params!("%s%s_%3.3d.tif")` or `ndfile_params!("%s%s_%3.3d.jpg"; ParamDef::int32(..))`.
+ndflow_core::params! {
+    /// NDFile.template's parameters: the first part of every format's table (see
+    /// [`ndfile_params!`], which also sets FileTemplate's default to the format's extension).
+    pub const NDFILE_PARAMS, pub struct NdFileParams {
+        file_path: string("FilePath", "").long_string().doc("Directory of the files (a trailing / is added)"),
+        file_path_exists: enumeration("FilePathExists", &["No", "Yes"], 0).read_only().doc("Whether FilePath is an existing directory"),
+        create_directory: int32("CreateDirectory", 0).doc("0 none; -N create at most the last N levels; +N require the first N levels"),
+        file_name: string("FileName", "").long_string().doc("Base file name"),
+        file_number: int32("FileNumber", 0).doc("Number of the next file"),
+        auto_increment: yes_no("AutoIncrement", 0).doc("Increment FileNumber after each file"),
+        file_template: string("FileTemplate", "%s%s_%3.3d").long_string().doc("printf of (FilePath, FileName, FileNumber): %s %s %d forms"),
+        full_file_name: string("FullFileName", "").read_only().long_string().doc("Name of the last file written"),
+        auto_save: yes_no("AutoSave", 0).doc("Single: write every frame; Capture: write when the buffer is full"),
+        write_file: enumeration("WriteFile", &["Done", "Write"], 0).readback_choices(&["Done", "Writing"]).busy().doc("Write the latest frame (Single) or the capture buffer (Capture)"),
+        read_file: enumeration("ReadFile", &["Done", "Read"], 0).readback_choices(&["Done", "Reading"]).busy().doc("Read the file FileNumber names back into the pipeline (TIFF); completes when read"),
+        file_write_mode: enumeration("FileWriteMode", &["Single", "Capture", "Stream"], 0).doc("Single / Capture / Stream"),
+        capture: enumeration("Capture", &["Done", "Capture"], 0).readback_choices(&["Done", "Capturing"]).busy().doc("Start (1) / stop (0) Capture or Stream"),
+        num_capture: int32("NumCapture", 1).min(0.0).doc("Frames to capture or stream (Stream: 0 = unlimited)"),
+        num_captured: int32("NumCaptured", 0).read_only().doc("Frames captured or streamed so far"),
+        free_capture: enumeration("FreeCapture", &["Done", "Free"], 0).doc("Discard the capture buffer"),
+        delete_driver_file: yes_no("DeleteDriverFile", 0).doc("Delete the file named by the DriverFileName attribute after writing"),
+        lazy_open: yes_no("LazyOpen", 0).doc("Stream: open the file on the first frame, not on Capture"),
+        temp_suffix: string("TempSuffix", "").doc("Write to name+suffix, rename on close"),
+        write_status: enumeration("WriteStatus", &["Write OK", "Write error"], 0).read_only_plain().doc("Status of the last write"),
+        write_message: string("WriteMessage", "").read_only_plain().long_string().doc("Error message of the last write"),
+        frames_not_written: int32("FramesNotWritten", 0).read_only().doc("Frames lost to write errors"),
+    }
+}
+
+/// FileTemplate's position in [`NDFILE_PARAMS`] (checked at compile time).
+const FILE_TEMPLATE_AT: usize = 6;
+const _: () = assert!(same_name(
+    NDFILE_PARAMS[FILE_TEMPLATE_AT].name,
+    "FileTemplate"
+));
+
+/// [`NDFILE_PARAMS`] with FileTemplate's default set to `template`, followed by `own` (a
+/// format's table): what [`ndfile_params!`] expands to. `N` is the total length.
+pub const fn ndfile_table<const N: usize>(
+    template: &'static str,
+    own: &[ParamDef],
+) -> [ParamDef; N] {
+    let mut out = ndflow_core::handle::join::<N>(&[NDFILE_PARAMS, own]);
+    out[FILE_TEMPLATE_AT].default = DefaultValue::Str(template);
+    out
+}
+
+const fn same_name(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// NDFile.template's parameters followed by a format's own, as one static table:
+/// `ndfile_params!("%s%s_%3.3d.tif")` or `ndfile_params!("%s%s_%3.3d.jpg"; JPEG_OWN_PARAMS)`
+/// (a table declared with [`ndflow_core::params!`]). The template is FileTemplate's default.
 #[macro_export]
 macro_rules! ndfile_params {
-    ($template:expr $(; $extra:expr)* $(;)?) => {
-        &[
-            ::ndflow_core::ParamDef::string("FilePath", "").long_string().doc("Directory of the files (a trailing / is added)"),
-            ::ndflow_core::ParamDef::enumeration("FilePathExists", &["No", "Yes"], 0).read_only().doc("Whether FilePath is an existing directory"),
-            ::ndflow_core::ParamDef::int32("CreateDirectory", 0).doc("0 none; -N create at most the last N levels; +N require the first N levels"),
-            ::ndflow_core::ParamDef::string("FileName", "").long_string().doc("Base file name"),
-            ::ndflow_core::ParamDef::int32("FileNumber", 0).doc("Number of the next file"),
-            ::ndflow_core::ParamDef::yes_no("AutoIncrement", 0).doc("Increment FileNumber after each file"),
-            ::ndflow_core::ParamDef::string("FileTemplate", $template).long_string().doc("printf of (FilePath, FileName, FileNumber): %s %s %d forms"),
-            ::ndflow_core::ParamDef::string("FullFileName", "").read_only().long_string().doc("Name of the last file written"),
-            ::ndflow_core::ParamDef::yes_no("AutoSave", 0).doc("Single: write every frame; Capture: write when the buffer is full"),
-            ::ndflow_core::ParamDef::enumeration("WriteFile", &["Done", "Write"], 0).readback_choices(&["Done", "Writing"]).busy().doc("Write the latest frame (Single) or the capture buffer (Capture)"),
-            ::ndflow_core::ParamDef::enumeration("ReadFile", &["Done", "Read"], 0).readback_choices(&["Done", "Reading"]).busy().doc("Read the file FileNumber names back into the pipeline (TIFF); completes when read"),
-            ::ndflow_core::ParamDef::enumeration("FileWriteMode", &["Single", "Capture", "Stream"], 0).doc("Single / Capture / Stream"),
-            ::ndflow_core::ParamDef::enumeration("Capture", &["Done", "Capture"], 0).readback_choices(&["Done", "Capturing"]).busy().doc("Start (1) / stop (0) Capture or Stream"),
-            ::ndflow_core::ParamDef::int32("NumCapture", 1).min(0.0).doc("Frames to capture or stream (Stream: 0 = unlimited)"),
-            ::ndflow_core::ParamDef::int32("NumCaptured", 0).read_only().doc("Frames captured or streamed so far"),
-            ::ndflow_core::ParamDef::enumeration("FreeCapture", &["Done", "Free"], 0).doc("Discard the capture buffer"),
-            ::ndflow_core::ParamDef::yes_no("DeleteDriverFile", 0).doc("Delete the file named by the DriverFileName attribute after writing"),
-            ::ndflow_core::ParamDef::yes_no("LazyOpen", 0).doc("Stream: open the file on the first frame, not on Capture"),
-            ::ndflow_core::ParamDef::string("TempSuffix", "").doc("Write to name+suffix, rename on close"),
-            ::ndflow_core::ParamDef::enumeration("WriteStatus", &["Write OK", "Write error"], 0).read_only_plain().doc("Status of the last write"),
-            ::ndflow_core::ParamDef::string("WriteMessage", "").read_only_plain().long_string().doc("Error message of the last write"),
-            ::ndflow_core::ParamDef::int32("FramesNotWritten", 0).read_only().doc("Frames lost to write errors"),
-            $($extra,)*
-        ]
+    ($template:expr $(;)?) => {
+        &$crate::file::ndfile_table::<{ $crate::file::NDFILE_PARAMS.len() }>($template, &[])
+    };
+    ($template:expr; $own:expr $(;)?) => {
+        &$crate::file::ndfile_table::<{ $crate::file::NDFILE_PARAMS.len() + $own.len() }>(
+            $template, $own,
+        )
     };
 }
 
@@ -113,69 +159,18 @@ const MODE_SINGLE: i64 = 0;
 const MODE_CAPTURE: i64 = 1;
 const MODE_STREAM: i64 = 2;
 
-#[derive(Debug)]
-struct Indices {
-    file_path: usize,
-    path_exists: usize,
-    create_dir: usize,
-    file_name: usize,
-    file_number: usize,
-    auto_increment: usize,
-    template: usize,
-    full_name: usize,
-    auto_save: usize,
-    write_file: usize,
-    mode: usize,
-    capture: usize,
-    num_capture: usize,
-    num_captured: usize,
-    free_capture: usize,
-    delete_driver_file: usize,
-    lazy_open: usize,
-    temp_suffix: usize,
-    write_status: usize,
-    write_message: usize,
-    not_written: usize,
-}
-
-impl Indices {
-    fn resolve(p: &ParamStore, who: &str) -> Result<Indices, PluginError> {
-        let one = |name: &str| param_index(p, who, name);
-        Ok(Indices {
-            file_path: one("FilePath")?,
-            path_exists: one("FilePathExists")?,
-            create_dir: one("CreateDirectory")?,
-            file_name: one("FileName")?,
-            file_number: one("FileNumber")?,
-            auto_increment: one("AutoIncrement")?,
-            template: one("FileTemplate")?,
-            full_name: one("FullFileName")?,
-            auto_save: one("AutoSave")?,
-            write_file: one("WriteFile")?,
-            mode: one("FileWriteMode")?,
-            capture: one("Capture")?,
-            num_capture: one("NumCapture")?,
-            num_captured: one("NumCaptured")?,
-            free_capture: one("FreeCapture")?,
-            delete_driver_file: one("DeleteDriverFile")?,
-            lazy_open: one("LazyOpen")?,
-            temp_suffix: one("TempSuffix")?,
-            write_status: one("WriteStatus")?,
-            write_message: one("WriteMessage")?,
-            not_written: one("FramesNotWritten")?,
-        })
-    }
-}
-
 /// The name FilePath/FileName/FileNumber/FileTemplate make now (areaDetector's
 /// createFileName): the next file to write, or the one ReadFile reads.
-fn current_name(p: &ParamStore, ix: &Indices) -> Result<String, String> {
-    format_file_name(
-        &p.get_str(ix.template),
-        &normalize_dir(&p.get_str(ix.file_path)),
-        &p.get_str(ix.file_name),
-        p.get_i64(ix.file_number),
-    )
+fn current_name(p: &ParamStore, nd: &NdFileParams) -> Result<String, String> {
+    let (template, dir, name, number) = p.with_values(|v| {
+        (
+            nd.file_template.read(v),
+            nd.file_path.read(v),
+            nd.file_name.read(v),
+            nd.file_number.read(v),
+        )
+    });
+    format_file_name(&template, &normalize_dir(&dir), &name, number)
 }
 
 /// A file being written: where it ends up and where it is written meanwhile.
@@ -216,7 +211,8 @@ struct WriteFailure {
 /// NDPluginFile over a [`Format`]. Serial by nature (one file at a time): one thread.
 pub struct FileWriterPlugin<F: Format> {
     state: Mutex<State<F>>,
-    indices: Resolved<Indices>,
+    /// NDFile's handles in this port's layout.
+    nd: NdFileParams,
     /// Frames ReadFile produced, sent downstream by the port after the write.
     read_back: Mutex<Vec<Arc<NDArray>>>,
     read_pool: Pool,
@@ -249,7 +245,7 @@ impl<F: Format> FileWriterPlugin<F> {
                 streamed: 0,
                 stream_handled: 0,
             }),
-            indices: Resolved::default(),
+            nd: bind(&plugin_layout(F::PARAMS), NdFileParams::bind),
             read_back: Mutex::new(Vec::new()),
             read_pool: Pool::unlimited(),
         }
@@ -257,9 +253,10 @@ impl<F: Format> FileWriterPlugin<F> {
 
     /// ReadFile: reads the file FilePath/FileName/FileNumber/FileTemplate names (FileNumber
     /// is not advanced, as areaDetector's readFile) and queues it for downstream.
-    fn read_file(&self, p: &ParamStore, ix: &Indices) {
-        let result = current_name(p, ix).and_then(|name| {
-            let _ = p.set(ix.full_name, name.clone());
+    fn read_file(&self, p: &ParamStore) {
+        let nd = &self.nd;
+        let result = current_name(p, nd).and_then(|name| {
+            nd.full_file_name.set(p, name.clone());
             let frame = self
                 .state
                 .lock()
@@ -270,41 +267,38 @@ impl<F: Format> FileWriterPlugin<F> {
         match result {
             Ok(frame) => {
                 self.read_back.lock().push(Arc::new(frame));
-                let _ = p.set(ix.write_status, 0i64);
-                let _ = p.set(ix.write_message, String::new());
+                nd.write_status.set(p, 0);
+                nd.write_message.set(p, String::new());
             }
             Err(message) => {
-                let _ = p.set(ix.write_status, 1i64);
-                let _ = p.set(ix.write_message, message);
+                nd.write_status.set(p, 1);
+                nd.write_message.set(p, message);
             }
         }
-    }
-
-    fn indices(&self, p: &ParamStore) -> Result<&Indices, PluginError> {
-        self.indices
-            .get_or_resolve(|| Indices::resolve(p, F::PLUGIN_TYPE))
     }
 
     /// The next file's name from FilePath/FileName/FileNumber/FileTemplate, with its
     /// directory checked (and created per CreateDirectory).
-    fn next_path(&self, p: &ParamStore, ix: &Indices) -> Result<OpenFile, String> {
-        let name = current_name(p, ix)?;
+    fn next_path(&self, p: &ParamStore) -> Result<OpenFile, String> {
+        let nd = &self.nd;
+        let name = current_name(p, nd)?;
         let final_path = PathBuf::from(&name);
         // As asynNDArrayDriver::createFileName / openFileBase: the name is published and the
         // number consumed as soon as the name is made, whether or not the open succeeds.
-        let _ = p.set(ix.full_name, name.clone());
-        if p.get_i64(ix.auto_increment) != 0 {
-            let _ = p.set(ix.file_number, p.get_i64(ix.file_number).saturating_add(1));
+        nd.full_file_name.set(p, name.clone());
+        if nd.auto_increment.get(p) {
+            nd.file_number
+                .set(p, nd.file_number.get(p).saturating_add(1));
         }
-        let depth = p.get_i64(ix.create_dir);
+        let depth = nd.create_directory.get(p);
         if depth != 0 {
             if let Some(parent) = final_path.parent() {
                 let ok = create_directory(parent, depth)
                     .map_err(|e| format!("cannot create directory {}: {e}", parent.display()))?;
-                let _ = p.set(ix.path_exists, i64::from(ok));
+                nd.file_path_exists.set(p, i64::from(ok));
             }
         }
-        let suffix = p.get_str(ix.temp_suffix);
+        let suffix = nd.temp_suffix.get(p);
         let write_path = if suffix.is_empty() {
             final_path.clone()
         } else {
@@ -316,14 +310,8 @@ impl<F: Format> FileWriterPlugin<F> {
         })
     }
 
-    fn open(
-        &self,
-        st: &mut State<F>,
-        p: &ParamStore,
-        ix: &Indices,
-        frame: &NDArray,
-    ) -> Result<OpenFile, String> {
-        let file = self.next_path(p, ix)?;
+    fn open(&self, st: &mut State<F>, p: &ParamStore, frame: &NDArray) -> Result<OpenFile, String> {
+        let file = self.next_path(p)?;
         if let Err(e) = st.format.open(&file.write_path, frame, p) {
             let _ = st.format.close(p);
             return Err(format!("cannot open {}: {e}", file.write_path.display()));
@@ -352,14 +340,14 @@ impl<F: Format> FileWriterPlugin<F> {
         &self,
         st: &mut State<F>,
         p: &ParamStore,
-        ix: &Indices,
         file: &OpenFile,
         frame: &NDArray,
     ) -> Result<(), String> {
+        let nd = &self.nd;
         st.format
             .write(frame, p)
             .map_err(|e| format!("cannot write {}: {e}", file.write_path.display()))?;
-        if p.get_i64(ix.delete_driver_file) != 0 {
+        if nd.delete_driver_file.get(p) {
             if let Some(AttrValue::String(name)) =
                 frame.attribute("DriverFileName").map(|a| &a.value)
             {
@@ -378,7 +366,6 @@ impl<F: Format> FileWriterPlugin<F> {
         &self,
         st: &mut State<F>,
         p: &ParamStore,
-        ix: &Indices,
         frames: &[Arc<NDArray>],
     ) -> Result<(), WriteFailure> {
         let Some(first) = frames.first() else {
@@ -389,9 +376,9 @@ impl<F: Format> FileWriterPlugin<F> {
                 message,
                 frames: frames.len() as i64,
             };
-            let file = self.open(st, p, ix, first).map_err(fail)?;
+            let file = self.open(st, p, first).map_err(fail)?;
             for (i, f) in frames.iter().enumerate() {
-                if let Err(message) = self.write_one(st, p, ix, &file, f) {
+                if let Err(message) = self.write_one(st, p, &file, f) {
                     // The frames written so far stay in a valid, closed file.
                     let _ = Self::close(st, p, &file);
                     return Err(WriteFailure {
@@ -404,8 +391,8 @@ impl<F: Format> FileWriterPlugin<F> {
         }
         let mut failure: Option<WriteFailure> = None;
         for f in frames {
-            let res = self.open(st, p, ix, f).and_then(|file| {
-                if let Err(e) = self.write_one(st, p, ix, &file, f) {
+            let res = self.open(st, p, f).and_then(|file| {
+                if let Err(e) = self.write_one(st, p, &file, f) {
                     let _ = st.format.close(p);
                     return Err(e);
                 }
@@ -425,37 +412,31 @@ impl<F: Format> FileWriterPlugin<F> {
     }
 
     /// Publishes the outcome of a write to WriteStatus/WriteMessage/FramesNotWritten.
-    fn report(
-        &self,
-        p: &ParamStore,
-        ix: &Indices,
-        res: Result<(), WriteFailure>,
-    ) -> Option<String> {
+    fn report(&self, p: &ParamStore, res: Result<(), WriteFailure>) -> Option<String> {
+        let nd = &self.nd;
         match res {
             Ok(()) => {
                 p.set_many(&[
-                    (ix.write_status, ParamValue::Int(0)),
-                    (ix.write_message, ParamValue::Str(String::new())),
+                    nd.write_status.value(0),
+                    nd.write_message.value(String::new()),
                 ]);
                 None
             }
             Err(f) => {
-                let lost = p.get_i64(ix.not_written).saturating_add(f.frames);
+                let lost = nd.frames_not_written.get(p).saturating_add(f.frames);
                 p.set_many(&[
-                    (ix.write_status, ParamValue::Int(1)),
-                    (ix.write_message, ParamValue::Str(f.message.clone())),
-                    (ix.not_written, ParamValue::Int(lost)),
+                    nd.write_status.value(1),
+                    nd.write_message.value(f.message.clone()),
+                    nd.frames_not_written.value(lost),
                 ]);
                 Some(f.message)
             }
         }
     }
 
-    fn fail_now(&self, p: &ParamStore, ix: &Indices, message: String) {
-        p.set_many(&[
-            (ix.write_status, ParamValue::Int(1)),
-            (ix.write_message, ParamValue::Str(message)),
-        ]);
+    fn fail_now(&self, p: &ParamStore, message: String) {
+        let nd = &self.nd;
+        p.set_many(&[nd.write_status.value(1), nd.write_message.value(message)]);
     }
 
     /// Writes and frees the capture buffer (writeFileBase in Capture mode); returns the
@@ -464,8 +445,8 @@ impl<F: Format> FileWriterPlugin<F> {
         &self,
         st: &mut State<F>,
         p: &ParamStore,
-        ix: &Indices,
     ) -> Result<Vec<Arc<NDArray>>, WriteFailure> {
+        let nd = &self.nd;
         if st.captured.is_empty() {
             return Err(WriteFailure {
                 message: "ERROR, no capture buffer present".into(),
@@ -473,8 +454,8 @@ impl<F: Format> FileWriterPlugin<F> {
             });
         }
         let frames = std::mem::take(&mut st.captured);
-        let _ = p.set(ix.num_captured, 0i64);
-        self.write_frames(st, p, ix, &frames).map(|()| frames)
+        nd.num_captured.set(p, 0);
+        self.write_frames(st, p, &frames).map(|()| frames)
     }
 
     /// Writes one frame of a stream (opening the file of a multi-frame format first).
@@ -482,18 +463,17 @@ impl<F: Format> FileWriterPlugin<F> {
         &self,
         st: &mut State<F>,
         p: &ParamStore,
-        ix: &Indices,
         frame: &Arc<NDArray>,
     ) -> Result<(), WriteFailure> {
         let one = |message| WriteFailure { message, frames: 1 };
         if !F::MULTI_FRAME {
-            return self.write_frames(st, p, ix, std::slice::from_ref(frame));
+            return self.write_frames(st, p, std::slice::from_ref(frame));
         }
         if let Some(message) = &st.stream_error {
             return Err(one(message.clone()));
         }
         if st.stream.is_none() {
-            match self.open(st, p, ix, frame) {
+            match self.open(st, p, frame) {
                 Ok(file) => st.stream = Some(file),
                 Err(message) => {
                     st.stream_error = Some(message.clone());
@@ -504,7 +484,7 @@ impl<F: Format> FileWriterPlugin<F> {
         let Some(file) = st.stream.take() else {
             return Ok(());
         };
-        match self.write_one(st, p, ix, &file, frame) {
+        match self.write_one(st, p, &file, frame) {
             Ok(()) => {
                 st.stream = Some(file);
                 Ok(())
@@ -522,13 +502,9 @@ impl<F: Format> FileWriterPlugin<F> {
     }
 
     /// Ends a stream: Capture = 0, the file closed.
-    fn stop_stream(
-        &self,
-        st: &mut State<F>,
-        p: &ParamStore,
-        ix: &Indices,
-    ) -> Result<(), WriteFailure> {
-        let _ = p.set(ix.capture, 0i64);
+    fn stop_stream(&self, st: &mut State<F>, p: &ParamStore) -> Result<(), WriteFailure> {
+        let nd = &self.nd;
+        nd.capture.set(p, 0);
         st.streaming = false;
         st.stop_at = None;
         st.stream_error = None;
@@ -545,46 +521,47 @@ impl<F: Format> FileWriterPlugin<F> {
         &self,
         st: &mut State<F>,
         p: &ParamStore,
-        ix: &Indices,
         input: &Arc<NDArray>,
         seq: Option<u64>,
         written: &mut Vec<Arc<NDArray>>,
     ) -> Result<(), WriteFailure> {
+        let nd = &self.nd;
         // A frame queued after the stop belongs to no stream (its turn can only come after
         // the last queued one, which closed the file; this is the fallback).
         if let (Some(stop), Some(seq)) = (st.stop_at, seq) {
             if seq > stop {
-                return self.stop_stream(st, p, ix);
+                return self.stop_stream(st, p);
             }
         }
-        let res = self.stream_frame(st, p, ix, input);
+        let res = self.stream_frame(st, p, input);
         st.stream_handled = st.stream_handled.saturating_add(1);
         if res.is_ok() {
             written.push(Arc::clone(input));
             st.streamed = st.streamed.saturating_add(1);
-            let _ = p.set(ix.num_captured, st.streamed);
+            nd.num_captured.set(p, st.streamed);
         }
-        let want = p.get_i64(ix.num_capture);
+        let want = nd.num_capture.get(p);
         let drained = matches!((st.stop_at, seq), (Some(stop), Some(s)) if s >= stop)
             || (st.stop_at.is_some() && seq.is_none());
         if drained || (want > 0 && st.stream_handled >= want) {
-            res.and(self.stop_stream(st, p, ix))
+            res.and(self.stop_stream(st, p))
         } else {
             res
         }
     }
 
-    fn start_capture(&self, st: &mut State<F>, p: &ParamStore, ix: &Indices) {
-        let mode = p.get_i64(ix.mode);
-        let n = p.get_i64(ix.num_capture).max(0);
+    fn start_capture(&self, st: &mut State<F>, p: &ParamStore) {
+        let nd = &self.nd;
+        let mode = nd.file_write_mode.get(p);
+        let n = nd.num_capture.get(p).max(0);
         if st.streaming {
             // A new stream ends the previous one (which may still be draining).
-            if let Err(e) = self.stop_stream(st, p, ix) {
-                let _ = self.report(p, ix, Err(e));
+            if let Err(e) = self.stop_stream(st, p) {
+                let _ = self.report(p, Err(e));
             }
-            let _ = p.set(ix.capture, 1i64);
+            nd.capture.set(p, 1);
         }
-        let _ = p.set(ix.num_captured, 0i64);
+        nd.num_captured.set(p, 0);
         st.streamed = 0;
         st.stream_handled = 0;
         st.stream_error = None;
@@ -592,43 +569,38 @@ impl<F: Format> FileWriterPlugin<F> {
         match mode {
             MODE_CAPTURE => {
                 if n < 1 {
-                    let _ = p.set(ix.capture, 0i64);
-                    self.fail_now(
-                        p,
-                        ix,
-                        "NumCapture must be at least 1 in Capture mode".into(),
-                    );
+                    nd.capture.set(p, 0);
+                    self.fail_now(p, "NumCapture must be at least 1 in Capture mode".into());
                     return;
                 }
                 st.captured = Vec::with_capacity(usize::try_from(n).unwrap_or(0).min(1 << 16));
             }
             MODE_STREAM => {
                 st.streaming = true;
-                if F::MULTI_FRAME && p.get_i64(ix.lazy_open) == 0 {
+                if F::MULTI_FRAME && !nd.lazy_open.get(p) {
                     let Some(frame) = st.last.clone() else {
-                        let _ = p.set(ix.capture, 0i64);
+                        nd.capture.set(p, 0);
                         st.streaming = false;
                         self.fail_now(
                             p,
-                            ix,
                             "Stream: no frame seen yet to open the file (set LazyOpen = Yes)"
                                 .into(),
                         );
                         return;
                     };
-                    match self.open(st, p, ix, &frame) {
+                    match self.open(st, p, &frame) {
                         Ok(file) => st.stream = Some(file),
                         Err(message) => {
-                            let _ = p.set(ix.capture, 0i64);
+                            nd.capture.set(p, 0);
                             st.streaming = false;
-                            self.fail_now(p, ix, message);
+                            self.fail_now(p, message);
                         }
                     }
                 }
             }
             _ => {
-                let _ = p.set(ix.capture, 0i64);
-                self.fail_now(p, ix, "Capture is not used in Single mode".into());
+                nd.capture.set(p, 0);
+                self.fail_now(p, "Capture is not used in Single mode".into());
             }
         }
     }
@@ -657,7 +629,7 @@ impl<F: Format> Plugin for FileWriterPlugin<F> {
         ctx: &mut ProcessContext<'_>,
     ) -> Result<(), PluginError> {
         let p = ctx.params;
-        let ix = self.indices(p)?;
+        let nd = &self.nd;
         let mut guard = self.state.lock();
         let st = &mut *guard;
         st.last = Some(Arc::clone(input));
@@ -665,31 +637,31 @@ impl<F: Format> Plugin for FileWriterPlugin<F> {
         if let Some(s) = seq {
             st.last_seq = s;
         }
-        let capturing = p.get_i64(ix.capture) != 0;
+        let capturing = nd.capture.get(p) != 0;
         // Frames written now are passed downstream (NDPluginFile's doNDArrayCallbacks).
         let mut written: Vec<Arc<NDArray>> = Vec::new();
-        let res = match p.get_i64(ix.mode) {
-            _ if st.streaming => self.process_stream(st, p, ix, input, seq, &mut written),
-            MODE_SINGLE if p.get_i64(ix.auto_save) != 0 => {
-                let res = self.write_frames(st, p, ix, std::slice::from_ref(input));
+        let res = match nd.file_write_mode.get(p) {
+            _ if st.streaming => self.process_stream(st, p, input, seq, &mut written),
+            MODE_SINGLE if nd.auto_save.get(p) => {
+                let res = self.write_frames(st, p, std::slice::from_ref(input));
                 if res.is_ok() {
                     written.push(Arc::clone(input));
                 }
                 res
             }
             MODE_CAPTURE if capturing => {
-                let want = usize::try_from(p.get_i64(ix.num_capture)).unwrap_or(0);
+                let want = usize::try_from(nd.num_capture.get(p)).unwrap_or(0);
                 if st.captured.len() < want {
                     st.captured.push(Arc::clone(input));
-                    let _ = p.set(ix.num_captured, st.captured.len());
+                    nd.num_captured.set(p, st.captured.len() as i64);
                 }
                 if st.captured.len() >= want {
-                    let res = if p.get_i64(ix.auto_save) != 0 {
-                        self.write_captured(st, p, ix).map(|f| written = f)
+                    let res = if nd.auto_save.get(p) {
+                        self.write_captured(st, p).map(|f| written = f)
                     } else {
                         Ok(())
                     };
-                    let _ = p.set(ix.capture, 0i64);
+                    nd.capture.set(p, 0);
                     res
                 } else {
                     Ok(())
@@ -701,7 +673,7 @@ impl<F: Format> Plugin for FileWriterPlugin<F> {
         for f in written {
             ctx.emit(f);
         }
-        match self.report(p, ix, res) {
+        match self.report(p, res) {
             None => Ok(()),
             Some(message) => Err(PluginError::Other(format!("{}: {message}", F::PLUGIN_TYPE))),
         }
@@ -717,37 +689,35 @@ impl<F: Format> Plugin for FileWriterPlugin<F> {
     }
 
     fn param_changed_at(&self, p: &ParamStore, idx: usize, value: &ParamValue, accepted: u64) {
-        let Ok(ix) = self.indices(p) else {
-            return;
-        };
+        let nd = &self.nd;
         let on = value.as_i64().unwrap_or(0) != 0;
-        if on && p.def(idx).is_some_and(|d| d.name == "ReadFile") {
-            self.read_file(p, ix);
+        if on && nd.read_file.is(idx) {
+            self.read_file(p);
             // Busy record: Done once the file is read, so a put with completion returns then.
-            let _ = p.set(idx, 0i64);
+            nd.read_file.set(p, 0);
             return;
         }
-        if idx == ix.file_path {
-            let dir = normalize_dir(&p.get_str(ix.file_path));
-            if dir != p.get_str(ix.file_path) {
-                let _ = p.set(ix.file_path, dir.clone());
+        if nd.file_path.is(idx) {
+            let dir = normalize_dir(&nd.file_path.get(p));
+            if dir != nd.file_path.get(p) {
+                nd.file_path.set(p, dir.clone());
             }
-            let depth = p.get_i64(ix.create_dir);
+            let depth = nd.create_directory.get(p);
             let exists = if depth != 0 {
                 create_directory(Path::new(&dir), depth).unwrap_or(false)
             } else {
                 Path::new(&dir).is_dir()
             };
-            let _ = p.set(ix.path_exists, i64::from(exists));
-        } else if idx == ix.capture {
+            nd.file_path_exists.set(p, i64::from(exists));
+        } else if nd.capture.is(idx) {
             let mut st = self.state.lock();
             if on {
-                self.start_capture(&mut st, p, ix);
+                self.start_capture(&mut st, p);
             } else if st.streaming {
                 if st.last_seq >= accepted {
                     // A clean close keeps the status of the stream's last frame.
-                    if let Err(e) = self.stop_stream(&mut st, p, ix) {
-                        let _ = self.report(p, ix, Err(e));
+                    if let Err(e) = self.stop_stream(&mut st, p) {
+                        let _ = self.report(p, Err(e));
                     }
                 } else {
                     // Frames up to `accepted` are queued: they are written, then the file closes.
@@ -755,33 +725,77 @@ impl<F: Format> Plugin for FileWriterPlugin<F> {
                 }
             }
             // Capture mode: stopping keeps the buffer for WriteFile, as areaDetector does.
-        } else if idx == ix.write_file && on {
+        } else if nd.write_file.is(idx) && on {
             let mut st = self.state.lock();
-            let res = match p.get_i64(ix.mode) {
+            let res = match nd.file_write_mode.get(p) {
                 MODE_SINGLE => match st.last.clone() {
-                    Some(f) => self.write_frames(&mut st, p, ix, &[f]),
+                    Some(f) => self.write_frames(&mut st, p, &[f]),
                     None => Err(WriteFailure {
                         message: "WriteFile: no frame received yet".into(),
                         frames: 0,
                     }),
                 },
-                MODE_CAPTURE => self.write_captured(&mut st, p, ix).map(|_| ()),
+                MODE_CAPTURE => self.write_captured(&mut st, p).map(|_| ()),
                 _ => Err(WriteFailure {
                     message: "WriteFile is not used in Stream mode".into(),
                     frames: 0,
                 }),
             };
-            let _ = self.report(p, ix, res);
-            let _ = p.set(ix.write_file, 0i64);
-        } else if idx == ix.free_capture && on {
+            let _ = self.report(p, res);
+            nd.write_file.set(p, 0);
+        } else if nd.free_capture.is(idx) && on {
             let mut st = self.state.lock();
             st.captured = Vec::new();
-            let _ = p.set(ix.num_captured, 0i64);
-            let _ = p.set(ix.free_capture, 0i64);
+            nd.num_captured.set(p, 0);
+            nd.free_capture.set(p, 0);
         }
         let res = self.state.lock().format.param_changed(p, idx, value);
         if let Err(e) = res {
-            self.fail_now(p, ix, format!("{}: {e}", F::PLUGIN_TYPE));
+            self.fail_now(p, format!("{}: {e}", F::PLUGIN_TYPE));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_tables_are_ndfile_then_their_own_with_their_template() {
+        let formats = [
+            (
+                crate::tiff::TIFF_PARAMS,
+                crate::tiff::TIFF_OWN_PARAMS,
+                "%s%s_%3.3d.tif",
+            ),
+            (
+                crate::jpeg::JPEG_PARAMS,
+                crate::jpeg::JPEG_OWN_PARAMS,
+                "%s%s_%3.3d.jpg",
+            ),
+            (
+                crate::hdf5::HDF5_PARAMS,
+                crate::hdf5::HDF5_OWN_PARAMS,
+                "%s%s_%3.3d.h5",
+            ),
+        ];
+        for (table, own, template) in formats {
+            assert_eq!(table.len(), NDFILE_PARAMS.len() + own.len());
+            let expected = NDFILE_PARAMS.iter().chain(own);
+            for (i, (got, want)) in table.iter().zip(expected).enumerate() {
+                if i == FILE_TEMPLATE_AT {
+                    assert_eq!(got.default, DefaultValue::Str(template));
+                    assert_eq!(
+                        ParamDef {
+                            default: want.default,
+                            ..*got
+                        },
+                        *want
+                    );
+                } else {
+                    assert_eq!(got, want);
+                }
+            }
         }
     }
 }

@@ -65,7 +65,7 @@ use crate::file::{FileWriterPlugin, Format};
 use attributes::{AttributeColumns, DimShape, Performance, Target};
 use extra_dims::ExtraDims;
 use reserve::Reserve;
-use settings::{Compression, Settings};
+use settings::{Compression, Handles, Settings};
 use swmr::FlushPolicy;
 use xml_layout::{Layout, When};
 
@@ -78,7 +78,7 @@ pub use layout::{
     chunk_shape, frame_shape, ChunkRequest, ATTR_GROUP, DATA_PATH, DETECTOR_ATTR_GROUP, LINK_PATH,
     PERFORMANCE_PATH,
 };
-pub use settings::{COMPRESSION_CHOICES, HDF5_PARAMS};
+pub use settings::{Hdf5Params, COMPRESSION_CHOICES, HDF5_OWN_PARAMS, HDF5_PARAMS};
 
 /// The NDFileHDF5 plugin: `Hdf5FilePlugin::new()`.
 pub type Hdf5FilePlugin = FileWriterPlugin<Hdf5Format>;
@@ -87,9 +87,18 @@ pub type Hdf5FilePlugin = FileWriterPlugin<Hdf5Format>;
 const ATTR_BATCH: usize = 1024;
 
 /// The HDF5 [`Format`]: one file holds the frames of a capture or stream.
-#[derive(Default)]
 pub struct Hdf5Format {
+    h: Handles,
     file: Option<OpenFile>,
+}
+
+impl Default for Hdf5Format {
+    fn default() -> Self {
+        Hdf5Format {
+            h: Handles::new(),
+            file: None,
+        }
+    }
 }
 
 /// One detector dataset: frames written to it and its current frame-axes extent.
@@ -101,6 +110,8 @@ struct DetData {
 }
 
 struct OpenFile {
+    /// The port's parameters this file publishes to.
+    h: Handles,
     path: PathBuf,
     file: h5::File,
     /// The default detector dataset first.
@@ -136,12 +147,6 @@ fn bad(msg: String) -> io::Error {
 
 fn h5err(what: &str) -> impl Fn(h5::Error) -> io::Error + '_ {
     move |e| io::Error::other(format!("{what}: {e}"))
-}
-
-fn set(p: &ParamStore, name: &str, v: impl Into<ParamValue>) {
-    if let Some(i) = p.index(name) {
-        let _ = p.set(i, v);
-    }
 }
 
 /// The file type of the detector data: the native type, with N-bit's precision and offset.
@@ -269,10 +274,10 @@ fn xml_columns(
 }
 
 impl OpenFile {
-    fn create(path: &Path, frame: &NDArray, p: &ParamStore) -> io::Result<OpenFile> {
+    fn create(path: &Path, frame: &NDArray, p: &ParamStore, h: Handles) -> io::Result<OpenFile> {
         register_filters().map_err(io::Error::other)?;
         heap::keep_chunk_buffers();
-        let s = Settings::read(p, frame).map_err(bad)?;
+        let s = Settings::read(p, &h, frame).map_err(bad)?;
         let shape = frame_shape(frame);
         if shape.contains(&0) {
             return Err(bad(format!(
@@ -288,7 +293,7 @@ impl OpenFile {
         let frames_per_chunk = axis_chunks.last().copied().unwrap_or(1);
         let one_frame_chunks = frame_chunk == shape && axis_chunks.iter().all(|&c| c == 1);
         let (flush, flush_frames) = FlushPolicy::new(s.flush_frames, frames_per_chunk, s.swmr);
-        Settings::publish(p, &per_dim, frames_per_chunk, flush_frames);
+        Settings::publish(p, &h.own, &per_dim, frames_per_chunk, flush_frames);
         let filters = filters_for(&s, frame, &chunk, one_frame_chunks)?;
         let file_type = data_type(frame.data_type, &s.compression)?;
         let mem_type = data_type(frame.data_type, &Compression::None)?;
@@ -379,8 +384,10 @@ impl OpenFile {
         if s.swmr {
             file.start_swmr().map_err(h5err("start SWMR"))?;
         }
-        set(p, "SWMRActive", i64::from(s.swmr));
-        set(p, "SWMRCbCounter", 0i64);
+        p.set_many(&[
+            h.own.swmr_active.value(i64::from(s.swmr)),
+            h.own.swmr_cb_counter.value(0),
+        ]);
         let chunk_bytes = attrs.as_ref().map_or(0, |a| a.chunk_bytes())
             + perf.as_ref().map_or(0, |p| p.chunk_bytes());
         let close_attrs = s
@@ -389,6 +396,7 @@ impl OpenFile {
             .filter(xml_write::has_close_attrs)
             .map(|l| (l, frame.attributes.clone()));
         Ok(OpenFile {
+            h,
             path: path.to_path_buf(),
             // No reservation where a second descriptor cannot be had: writes still work.
             reserve: Reserve::open(path, reserve::margin(chunk_bytes as u64)).ok(),
@@ -588,7 +596,7 @@ impl OpenFile {
             self.file.flush().map_err(h5err("flush"))?;
         }
         self.flushes += 1;
-        set(p, "SWMRCbCounter", self.flushes);
+        self.h.own.swmr_cb_counter.set(p, self.flushes);
         Ok(())
     }
 
@@ -599,11 +607,14 @@ impl OpenFile {
             * (self.data_type.size() as f64)
             * self.frame_shape.iter().product::<usize>() as f64
             / (1024.0 * 1024.0);
+        let own = self.h.own;
         let res = self.finish();
-        set(p, "RunTime", runtime);
         let speed = if runtime > 0.0 { mbit / runtime } else { 0.0 };
-        set(p, "IOSpeed", speed);
-        set(p, "SWMRActive", 0i64);
+        p.set_many(&[
+            own.run_time.value(runtime),
+            own.io_speed.value(speed),
+            own.swmr_active.value(0),
+        ]);
         res
     }
 
@@ -655,7 +666,7 @@ impl Format for Hdf5Format {
         if let Some(old) = self.file.take() {
             let _ = old.close(params);
         }
-        self.file = Some(OpenFile::create(path, frame, params)?);
+        self.file = Some(OpenFile::create(path, frame, params, self.h)?);
         Ok(())
     }
 
@@ -679,23 +690,23 @@ impl Format for Hdf5Format {
         idx: usize,
         value: &ParamValue,
     ) -> io::Result<()> {
-        let name = params.def(idx).map_or("", |d| d.name);
-        if name == "XMLFileName" {
+        let own = &self.h.own;
+        if own.xml_file_name.is(idx) {
             // Checked now so XMLValid / XMLErrorMsg answer before any file opens.
-            return settings::load_layout(params).map(drop).map_err(bad);
+            return settings::load_layout(params, own).map(drop).map_err(bad);
         }
-        if name == "NumExtraDims" || name.starts_with("ExtraDimSize") {
-            extra_dims::publish_num_capture(params);
+        if own.num_extra_dims.is(idx) || own.extra_dim_sizes().iter().any(|s| s.is(idx)) {
+            extra_dims::publish_num_capture(params, &self.h);
             return Ok(());
         }
-        if name != "FlushNow" || value.as_i64() != Some(1) {
+        if !own.flush_now.is(idx) || value.as_i64() != Some(1) {
             return Ok(());
         }
         let res = match &mut self.file {
             Some(f) => f.flush(params),
             None => Ok(()),
         };
-        let _ = params.set(idx, 0i64);
+        own.flush_now.set(params, 0);
         res
     }
 }

@@ -11,27 +11,43 @@ use std::path::Path;
 
 use ndflow_codec::jpeg;
 use ndflow_core::{ColorMode, DataType, NDArray, ParamDef, ParamStore};
+use ndflow_runtime::params::{bind, plugin_layout};
 
 use crate::file::{FileWriterPlugin, Format};
 use crate::tiff::{interleave, layout, TiffLayout};
 
+ndflow_core::params! {
+    /// NDFileJPEG's own parameters.
+    pub const JPEG_OWN_PARAMS, pub struct JpegParams {
+        jpeg_quality: int32("JPEGQuality", 50).range(0.0, 100.0).doc("JPEG quality, 0-100"),
+        file_format: enumeration("FileFormat", &["JPEG", "Invalid"], 0).readback_choices(&["JPEG", "Undefined"]).doc("File format (JPEG only)"),
+    }
+}
+
 /// NDFile's parameters plus NDFileJPEG's JPEGQuality.
-pub const JPEG_PARAMS: &[ParamDef] = crate::ndfile_params!(
-    "%s%s_%3.3d.jpg";
-    ParamDef::int32("JPEGQuality", 50).range(0.0, 100.0).doc("JPEG quality, 0-100");
-    ParamDef::enumeration("FileFormat", &["JPEG", "Invalid"], 0).readback_choices(&["JPEG", "Undefined"]).doc("File format (JPEG only)")
-);
+pub const JPEG_PARAMS: &[ParamDef] = crate::ndfile_params!("%s%s_%3.3d.jpg"; JPEG_OWN_PARAMS);
 
 /// The NDFileJPEG plugin: `JpegFilePlugin::new()`.
 pub type JpegFilePlugin = FileWriterPlugin<JpegFormat>;
 
 /// The JPEG [`Format`]: one file per frame.
-#[derive(Default)]
 pub struct JpegFormat {
+    p: JpegParams,
     file: Option<File>,
     quality: u8,
     /// Compressed stream, reused between frames.
     out: Vec<u8>,
+}
+
+impl Default for JpegFormat {
+    fn default() -> Self {
+        JpegFormat {
+            p: bind(&plugin_layout(JPEG_PARAMS), JpegParams::bind),
+            file: None,
+            quality: 0,
+            out: Vec::new(),
+        }
+    }
 }
 
 /// Encodes one UInt8 Mono/RGB frame into `out` (resized to fit); returns the JPEG length.
@@ -85,9 +101,7 @@ impl Format for JpegFormat {
     const PARAMS: &'static [ParamDef] = JPEG_PARAMS;
 
     fn open(&mut self, path: &Path, frame: &NDArray, params: &ParamStore) -> io::Result<()> {
-        let q = params
-            .index("JPEGQuality")
-            .map_or(50, |i| params.get_i64(i));
+        let q = self.p.jpeg_quality.get(params);
         self.quality = q.clamp(i64::from(jpeg::QUALITY_MIN), i64::from(jpeg::QUALITY_MAX)) as u8;
         // Encode first, so an unsupported frame leaves no empty file behind.
         let n = encode_jpeg(frame, self.quality, &mut self.out)?;

@@ -35,9 +35,15 @@ pub const TAG_EPICS_TS_NSEC: u16 = 65003;
 pub const TAG_FIRST_ATTRIBUTE: u16 = 65010;
 pub const TAG_LAST_ATTRIBUTE: u16 = 65535;
 
+ndflow_core::params! {
+    /// NDFileTIFF's own parameters: only the FileFormat menu.
+    pub const TIFF_OWN_PARAMS, pub struct TiffParams {
+        file_format: enumeration("FileFormat", &["TIFF", "Invalid"], 0).readback_choices(&["TIFF", "Undefined"]).doc("File format (TIFF only)"),
+    }
+}
+
 /// NDFileTIFF has no parameters beyond NDFile's.
-pub const TIFF_PARAMS: &[ParamDef] = crate::ndfile_params!("%s%s_%3.3d.tif";
-    ParamDef::enumeration("FileFormat", &["TIFF", "Invalid"], 0).readback_choices(&["TIFF", "Undefined"]).doc("File format (TIFF only)"));
+pub const TIFF_PARAMS: &[ParamDef] = crate::ndfile_params!("%s%s_%3.3d.tif"; TIFF_OWN_PARAMS);
 
 /// The NDFileTIFF plugin: `TiffFilePlugin::new()`.
 pub type TiffFilePlugin = FileWriterPlugin<TiffFormat>;

@@ -1,11 +1,12 @@
 //! [`SimDetector`]: the [`Driver`] glue — settings snapshot, reset detection, readout.
 
 use ndflow_core::{with_pixel_type, Dim, NDArray, ParamDef, ParamStore, Pool};
+use ndflow_runtime::params::{bind, driver_layout, DriverBase};
 use ndflow_runtime::{Driver, DriverError};
 
 use crate::generate::{Generator, Words};
 use crate::layout::{convert_region, Layout};
-use crate::params::{self, Indices, Region, SIM_PARAMS};
+use crate::params::{self, Region, SimParams, SIM_PARAMS};
 use crate::pixel::{Rng, SimPixel};
 
 const SEED: u64 = 0x5EED_AD51_0D37_0001;
@@ -15,7 +16,9 @@ const SEED: u64 = 0x5EED_AD51_0D37_0001;
 /// and Mono/RGB1/RGB2/RGB3, read out through MinX/SizeX/BinX/ReverseX (and Y).
 pub struct SimDetector {
     max_size: [usize; 2],
-    idx: Option<Indices>,
+    /// simDetector's own handles and the driver base's, in the port's layout.
+    p: SimParams,
+    base: DriverBase,
     /// Store version of the last settings snapshot.
     seen_version: Option<u64>,
     region: Region,
@@ -28,9 +31,11 @@ impl SimDetector {
     /// A simulator with a `max_size_x × max_size_y` sensor (0 is taken as 1).
     pub fn new(max_size_x: usize, max_size_y: usize) -> SimDetector {
         let max_size = [max_size_x.max(1), max_size_y.max(1)];
+        let layout = driver_layout(SIM_PARAMS);
         SimDetector {
             max_size,
-            idx: None,
+            p: bind(&layout, SimParams::bind),
+            base: DriverBase::of(&layout),
             seen_version: None,
             region: Region {
                 min: [0; 2],
@@ -55,14 +60,7 @@ impl SimDetector {
         if self.seen_version == Some(version) && self.generator.is_some() {
             return Ok(());
         }
-        if self.idx.is_none() {
-            self.idx = Some(Indices::resolve(params).map_err(other)?);
-        }
-        let Some(ix) = self.idx.as_ref() else {
-            return Err(DriverError::Other("parameter indices not resolved".into()));
-        };
-        let snap = params::read(params, ix);
-        let reset_idx = ix.reset;
+        let snap = params::read(params, &self.p, &self.base);
         if !snap.fixes.is_empty() {
             params.set_many(&snap.fixes);
         }
@@ -86,7 +84,7 @@ impl SimDetector {
             with_pixel_type!(g.s.data_type, T => g.prepare::<T>()).map_err(DriverError::Other)?;
             self.generator = Some(g);
             if snap.reset {
-                params.set(reset_idx, 0).map_err(other)?;
+                self.p.reset.set(params, 0);
             }
         }
         self.region = snap.region;
@@ -95,10 +93,6 @@ impl SimDetector {
         self.seen_version = Some(version);
         Ok(())
     }
-}
-
-fn other(e: impl std::fmt::Display) -> DriverError {
-    DriverError::Other(e.to_string())
 }
 
 impl Driver for SimDetector {
@@ -111,30 +105,26 @@ impl Driver for SimDetector {
     }
 
     fn init(&mut self, params: &ParamStore) -> Result<(), DriverError> {
-        let [mx, my] = self.max_size;
-        let version = env!("CARGO_PKG_VERSION");
-        let writes: [(&str, ndflow_core::ParamValue); 16] = [
-            ("Manufacturer", "Simulated detector".into()),
-            ("Model", "Basic simulator".into()),
-            ("SerialNumber", "No serial number".into()),
-            ("FirmwareVersion", "No firmware".into()),
-            ("SDKVersion", version.into()),
-            ("MaxSizeX", mx.into()),
-            ("MaxSizeY", my.into()),
-            ("MinX", 0.into()),
-            ("MinY", 0.into()),
-            ("SizeX", mx.into()),
-            ("SizeY", my.into()),
-            ("BinX", 1.into()),
-            ("BinY", 1.into()),
-            ("ArraySizeX", mx.into()),
-            ("ArraySizeY", my.into()),
-            ("ArraySize", 0.into()),
-        ];
-        for (name, value) in writes {
-            params.set_by_name(name, value).map_err(other)?;
-        }
-        self.idx = Some(Indices::resolve(params).map_err(other)?);
+        let [mx, my] = self.max_size.map(|n| n as i64);
+        let (nd, ad) = (&self.base.array, &self.base.driver);
+        params.set_many(&[
+            nd.manufacturer.value("Simulated detector".into()),
+            nd.model.value("Basic simulator".into()),
+            nd.serial_number.value("No serial number".into()),
+            nd.firmware_version.value("No firmware".into()),
+            nd.sdk_version.value(env!("CARGO_PKG_VERSION").into()),
+            ad.max_size_x.value(mx),
+            ad.max_size_y.value(my),
+            ad.min_x.value(0),
+            ad.min_y.value(0),
+            ad.size_x.value(mx),
+            ad.size_y.value(my),
+            ad.bin_x.value(1),
+            ad.bin_y.value(1),
+            nd.array_size_x.value(mx),
+            nd.array_size_y.value(my),
+            nd.array_size.value(0),
+        ]);
         self.seen_version = None;
         self.generator = None;
         self.refresh(params)

@@ -6,75 +6,71 @@
 //! simDetector's `computeImage` clamps them, and written back so the readbacks show what
 //! was used.
 
-use ndflow_core::{ColorMode, DataType, ParamDef, ParamError, ParamStore, ParamValue};
+use ndflow_core::handle::{Float, Int};
+use ndflow_core::{ColorMode, DataType, Param, ParamStore, ParamValue};
+use ndflow_runtime::params::DriverBase;
 
 pub const SIM_MODE_CHOICES: &[&str] = &["LinearRamp", "Peaks", "Sine", "Offset&Noise"];
 pub const SINE_OPERATION_CHOICES: &[&str] = &["Add", "Multiply"];
 
-/// Names of the four sine waves' (amplitude, frequency, phase) parameters.
-const SINE_NAMES: [[&str; 3]; 4] = [
-    ["XSine1Amplitude", "XSine1Frequency", "XSine1Phase"],
-    ["XSine2Amplitude", "XSine2Frequency", "XSine2Phase"],
-    ["YSine1Amplitude", "YSine1Frequency", "YSine1Phase"],
-    ["YSine2Amplitude", "YSine2Frequency", "YSine2Phase"],
-];
-
-/// The simulated detector's parameters (areaDetector's record names and enum strings).
-pub const SIM_PARAMS: &[ParamDef] = &[
-    // simDetector.template narrows NDArrayBase's ColorMode menu to the modes it generates;
-    // the entries stand for NDColorMode_t values 0, 2, 3, 4 (the store keeps those).
-    ParamDef::enumeration("ColorMode", &["Mono", "RGB1", "RGB2", "RGB3"], 0)
-        .menu_values(&[0, 2, 3, 4])
-        .overrides()
-        .doc("Colour mode generated: Mono, RGB1, RGB2 or RGB3"),
-    ParamDef::enumeration("SimMode", SIM_MODE_CHOICES, 0)
-        .doc("Image pattern: LinearRamp, Peaks, Sine or Offset&Noise"),
-    ParamDef::float64("GainX", 1.0).doc("Ramp slope in X; Sine: time scale in X"),
-    ParamDef::float64("GainY", 1.0).doc("Ramp slope in Y; Sine: time scale in Y"),
-    ParamDef::float64("GainRed", 1.0).doc("Gain of the red channel (RGB modes)"),
-    ParamDef::float64("GainGreen", 1.0).doc("Gain of the green channel (RGB modes)"),
-    ParamDef::float64("GainBlue", 1.0).doc("Gain of the blue channel (RGB modes)"),
-    ParamDef::float64("Offset", 0.0).doc("Background offset added to every pixel"),
-    ParamDef::float64("Noise", 0.0).doc("Amplitude of the uniform background noise"),
-    ParamDef::int32("Reset", 0).doc("Write 1 to recompute the base image and restart the pattern"),
-    ParamDef::int32("PeakStartX", 1).doc("X of the first peak's centre"),
-    ParamDef::int32("PeakStartY", 1).doc("Y of the first peak's centre"),
-    ParamDef::int32("PeakWidthX", 10)
-        .min(1.0)
-        .doc("Peak sigma in X (pixels)"),
-    ParamDef::int32("PeakWidthY", 20)
-        .min(1.0)
-        .doc("Peak sigma in Y (pixels)"),
-    ParamDef::int32("PeakNumX", 1)
-        .min(0.0)
-        .doc("Number of peaks in X"),
-    ParamDef::int32("PeakNumY", 1)
-        .min(0.0)
-        .doc("Number of peaks in Y"),
-    ParamDef::int32("PeakStepX", 1).doc("Distance between peaks in X (pixels)"),
-    ParamDef::int32("PeakStepY", 1).doc("Distance between peaks in Y (pixels)"),
-    ParamDef::float64("PeakVariation", 0.0).doc("Random per-peak height variation per frame (%)"),
-    ParamDef::enumeration("XSineOperation", SINE_OPERATION_CHOICES, 0)
-        .doc("How XSine1 and XSine2 combine"),
-    ParamDef::enumeration("YSineOperation", SINE_OPERATION_CHOICES, 0)
-        .doc("How YSine1 and YSine2 combine"),
-    ParamDef::float64("XSine1Amplitude", 1.0).doc("Amplitude of X sine 1"),
-    ParamDef::float64("XSine1Frequency", 1.0)
-        .doc("Frequency of X sine 1 (periods across the image)"),
-    ParamDef::float64("XSine1Phase", 0.0).doc("Phase of X sine 1 (degrees)"),
-    ParamDef::float64("XSine2Amplitude", 1.0).doc("Amplitude of X sine 2"),
-    ParamDef::float64("XSine2Frequency", 2.0)
-        .doc("Frequency of X sine 2 (periods across the image)"),
-    ParamDef::float64("XSine2Phase", 90.0).doc("Phase of X sine 2 (degrees)"),
-    ParamDef::float64("YSine1Amplitude", 1.0).doc("Amplitude of Y sine 1"),
-    ParamDef::float64("YSine1Frequency", 1.0)
-        .doc("Frequency of Y sine 1 (periods across the image)"),
-    ParamDef::float64("YSine1Phase", 0.0).doc("Phase of Y sine 1 (degrees)"),
-    ParamDef::float64("YSine2Amplitude", 1.0).doc("Amplitude of Y sine 2"),
-    ParamDef::float64("YSine2Frequency", 2.0)
-        .doc("Frequency of Y sine 2 (periods across the image)"),
-    ParamDef::float64("YSine2Phase", 90.0).doc("Phase of Y sine 2 (degrees)"),
-];
+ndflow_core::params! {
+    /// The simulated detector's parameters (areaDetector's record names and enum strings).
+    pub const SIM_PARAMS, pub struct SimParams {
+        // simDetector.template narrows NDArrayBase's ColorMode menu to the modes it generates;
+        // the entries stand for NDColorMode_t values 0, 2, 3, 4 (the store keeps those).
+        color_mode: enumeration("ColorMode", &["Mono", "RGB1", "RGB2", "RGB3"], 0)
+            .menu_values(&[0, 2, 3, 4])
+            .overrides()
+            .doc("Colour mode generated: Mono, RGB1, RGB2 or RGB3"),
+        sim_mode: enumeration("SimMode", SIM_MODE_CHOICES, 0)
+            .doc("Image pattern: LinearRamp, Peaks, Sine or Offset&Noise"),
+        gain_x: float64("GainX", 1.0).doc("Ramp slope in X; Sine: time scale in X"),
+        gain_y: float64("GainY", 1.0).doc("Ramp slope in Y; Sine: time scale in Y"),
+        gain_red: float64("GainRed", 1.0).doc("Gain of the red channel (RGB modes)"),
+        gain_green: float64("GainGreen", 1.0).doc("Gain of the green channel (RGB modes)"),
+        gain_blue: float64("GainBlue", 1.0).doc("Gain of the blue channel (RGB modes)"),
+        offset: float64("Offset", 0.0).doc("Background offset added to every pixel"),
+        noise: float64("Noise", 0.0).doc("Amplitude of the uniform background noise"),
+        reset: int32("Reset", 0).doc("Write 1 to recompute the base image and restart the pattern"),
+        peak_start_x: int32("PeakStartX", 1).doc("X of the first peak's centre"),
+        peak_start_y: int32("PeakStartY", 1).doc("Y of the first peak's centre"),
+        peak_width_x: int32("PeakWidthX", 10)
+            .min(1.0)
+            .doc("Peak sigma in X (pixels)"),
+        peak_width_y: int32("PeakWidthY", 20)
+            .min(1.0)
+            .doc("Peak sigma in Y (pixels)"),
+        peak_num_x: int32("PeakNumX", 1)
+            .min(0.0)
+            .doc("Number of peaks in X"),
+        peak_num_y: int32("PeakNumY", 1)
+            .min(0.0)
+            .doc("Number of peaks in Y"),
+        peak_step_x: int32("PeakStepX", 1).doc("Distance between peaks in X (pixels)"),
+        peak_step_y: int32("PeakStepY", 1).doc("Distance between peaks in Y (pixels)"),
+        peak_variation: float64("PeakVariation", 0.0).doc("Random per-peak height variation per frame (%)"),
+        x_sine_operation: enumeration("XSineOperation", SINE_OPERATION_CHOICES, 0)
+            .doc("How XSine1 and XSine2 combine"),
+        y_sine_operation: enumeration("YSineOperation", SINE_OPERATION_CHOICES, 0)
+            .doc("How YSine1 and YSine2 combine"),
+        x_sine1_amplitude: float64("XSine1Amplitude", 1.0).doc("Amplitude of X sine 1"),
+        x_sine1_frequency: float64("XSine1Frequency", 1.0)
+            .doc("Frequency of X sine 1 (periods across the image)"),
+        x_sine1_phase: float64("XSine1Phase", 0.0).doc("Phase of X sine 1 (degrees)"),
+        x_sine2_amplitude: float64("XSine2Amplitude", 1.0).doc("Amplitude of X sine 2"),
+        x_sine2_frequency: float64("XSine2Frequency", 2.0)
+            .doc("Frequency of X sine 2 (periods across the image)"),
+        x_sine2_phase: float64("XSine2Phase", 90.0).doc("Phase of X sine 2 (degrees)"),
+        y_sine1_amplitude: float64("YSine1Amplitude", 1.0).doc("Amplitude of Y sine 1"),
+        y_sine1_frequency: float64("YSine1Frequency", 1.0)
+            .doc("Frequency of Y sine 1 (periods across the image)"),
+        y_sine1_phase: float64("YSine1Phase", 0.0).doc("Phase of Y sine 1 (degrees)"),
+        y_sine2_amplitude: float64("YSine2Amplitude", 1.0).doc("Amplitude of Y sine 2"),
+        y_sine2_frequency: float64("YSine2Frequency", 2.0)
+            .doc("Frequency of Y sine 2 (periods across the image)"),
+        y_sine2_phase: float64("YSine2Phase", 90.0).doc("Phase of Y sine 2 (degrees)"),
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SimMode {
@@ -131,65 +127,31 @@ impl Region {
     }
 }
 
-/// Cached parameter indices (stable for the store's life).
-#[derive(Debug, Clone)]
-pub(crate) struct Indices {
-    max: [usize; 2],
-    min: [usize; 2],
-    size: [usize; 2],
-    bin: [usize; 2],
-    reverse: [usize; 2],
-    data_type: usize,
-    color_mode: usize,
-    gain: usize,
-    mode: usize,
-    gain_xy: [usize; 2],
-    gain_rgb: [usize; 3],
-    offset: usize,
-    noise: usize,
-    pub reset: usize,
-    peak_start: [usize; 2],
-    peak_width: [usize; 2],
-    peak_num: [usize; 2],
-    peak_step: [usize; 2],
-    peak_variation: usize,
-    sine_op: [usize; 2],
-    sine: [[usize; 3]; 4],
-}
-
-impl Indices {
-    pub fn resolve(p: &ParamStore) -> Result<Indices, ParamError> {
-        let r = |n: &str| p.require(n);
-        let pair = |a: &str, b: &str| -> Result<[usize; 2], ParamError> { Ok([r(a)?, r(b)?]) };
-        let mut sine = [[0; 3]; 4];
-        for (ids, names) in sine.iter_mut().zip(SINE_NAMES) {
-            for (id, name) in ids.iter_mut().zip(names) {
-                *id = r(name)?;
-            }
-        }
-        Ok(Indices {
-            max: pair("MaxSizeX", "MaxSizeY")?,
-            min: pair("MinX", "MinY")?,
-            size: pair("SizeX", "SizeY")?,
-            bin: pair("BinX", "BinY")?,
-            reverse: pair("ReverseX", "ReverseY")?,
-            data_type: r("DataType")?,
-            color_mode: r("ColorMode")?,
-            gain: r("Gain")?,
-            mode: r("SimMode")?,
-            gain_xy: pair("GainX", "GainY")?,
-            gain_rgb: [r("GainRed")?, r("GainGreen")?, r("GainBlue")?],
-            offset: r("Offset")?,
-            noise: r("Noise")?,
-            reset: r("Reset")?,
-            peak_start: pair("PeakStartX", "PeakStartY")?,
-            peak_width: pair("PeakWidthX", "PeakWidthY")?,
-            peak_num: pair("PeakNumX", "PeakNumY")?,
-            peak_step: pair("PeakStepX", "PeakStepY")?,
-            peak_variation: r("PeakVariation")?,
-            sine_op: pair("XSineOperation", "YSineOperation")?,
-            sine,
-        })
+impl SimParams {
+    /// (amplitude, frequency, phase) of XSine1, XSine2, YSine1, YSine2.
+    fn sines(&self) -> [[Param<Float>; 3]; 4] {
+        [
+            [
+                self.x_sine1_amplitude,
+                self.x_sine1_frequency,
+                self.x_sine1_phase,
+            ],
+            [
+                self.x_sine2_amplitude,
+                self.x_sine2_frequency,
+                self.x_sine2_phase,
+            ],
+            [
+                self.y_sine1_amplitude,
+                self.y_sine1_frequency,
+                self.y_sine1_phase,
+            ],
+            [
+                self.y_sine2_amplitude,
+                self.y_sine2_frequency,
+                self.y_sine2_phase,
+            ],
+        ]
     }
 }
 
@@ -202,59 +164,60 @@ pub(crate) struct Snapshot {
 }
 
 /// Reads and validates all settings under one lock.
-pub(crate) fn read(p: &ParamStore, ix: &Indices) -> Snapshot {
+pub(crate) fn read(p: &ParamStore, sim: &SimParams, base: &DriverBase) -> Snapshot {
+    let (ad, nd) = (&base.driver, &base.array);
     let mut fixes = Vec::new();
     p.with_values(|v| {
-        let int = |i: usize| v.get(i).and_then(ParamValue::as_i64).unwrap_or(0);
         // A non-finite number would poison every pixel (and never compare equal, so the
         // image would be recomputed every frame): treat it as 0 and show that.
-        let mut float = |i: usize| {
-            let x = v.get(i).and_then(ParamValue::as_f64).unwrap_or(0.0);
+        let mut float = |h: Param<Float>| {
+            let x = h.read(v);
             if x.is_finite() {
                 x
             } else {
-                fixes.push((i, ParamValue::Float(0.0)));
+                fixes.push(h.value(0.0));
                 0.0
             }
         };
-        let gain = float(ix.gain);
-        let gain_x = float(ix.gain_xy[0]);
-        let gain_y = float(ix.gain_xy[1]);
-        let gain_rgb = ix.gain_rgb.map(&mut float);
-        let offset = float(ix.offset);
-        let noise = float(ix.noise);
-        let peak_variation = float(ix.peak_variation);
-        let sine = ix.sine.map(|ids| ids.map(&mut float));
+        let gain = float(ad.gain);
+        let gain_x = float(sim.gain_x);
+        let gain_y = float(sim.gain_y);
+        let gain_rgb = [sim.gain_red, sim.gain_green, sim.gain_blue].map(&mut float);
+        let offset = float(sim.offset);
+        let noise = float(sim.noise);
+        let peak_variation = float(sim.peak_variation);
+        let sine = sim.sines().map(|hs| hs.map(&mut float));
 
-        let data_type = DataType::from_index(int(ix.data_type)).unwrap_or_else(|| {
-            fixes.push((ix.data_type, ParamValue::Int(DataType::UInt8 as i64)));
+        let data_type = DataType::from_index(nd.data_type.read(v)).unwrap_or_else(|| {
+            fixes.push(nd.data_type.value(DataType::UInt8 as i64));
             DataType::UInt8
         });
-        let color_mode = match ColorMode::from_index(int(ix.color_mode)) {
+        // The handle binds to simDetector's own ColorMode (it overrides NDArrayBase's).
+        let color_mode = match ColorMode::from_index(sim.color_mode.read(v)) {
             Some(m @ (ColorMode::Mono | ColorMode::RGB1 | ColorMode::RGB2 | ColorMode::RGB3)) => m,
             // simDetector's menu offers only these four.
             _ => {
-                fixes.push((ix.color_mode, ParamValue::Int(ColorMode::Mono as i64)));
+                fixes.push(sim.color_mode.value(ColorMode::Mono as i64));
                 ColorMode::Mono
             }
         };
-        let mode = match int(ix.mode) {
+        let mode = match sim.sim_mode.read(v) {
             1 => SimMode::Peaks,
             2 => SimMode::Sine,
             3 => SimMode::OffsetNoise,
             _ => SimMode::LinearRamp,
         };
-        let mut clamp = |i: usize, lo: i64, hi: i64| -> i64 {
-            let x = int(i);
+        let mut clamp = |h: Param<Int>, lo: i64, hi: i64| -> i64 {
+            let x = h.read(v);
             let c = x.clamp(lo, hi.max(lo));
             if c != x {
-                fixes.push((i, ParamValue::Int(c)));
+                fixes.push(h.value(c));
             }
             c
         };
         let max = [
-            clamp(ix.max[0], 1, i32::MAX as i64) as usize,
-            clamp(ix.max[1], 1, i32::MAX as i64) as usize,
+            clamp(ad.max_size_x, 1, i32::MAX as i64) as usize,
+            clamp(ad.max_size_y, 1, i32::MAX as i64) as usize,
         ];
         let mut region = Region {
             min: [0; 2],
@@ -262,27 +225,31 @@ pub(crate) fn read(p: &ParamStore, ix: &Indices) -> Snapshot {
             bin: [1; 2],
             reverse: [false; 2],
         };
-        for (a, &m) in max.iter().enumerate() {
+        let axes = [
+            (ad.min_x, ad.size_x, ad.bin_x, ad.reverse_x),
+            (ad.min_y, ad.size_y, ad.bin_y, ad.reverse_y),
+        ];
+        for (a, (&m, (min_h, size_h, bin_h, reverse_h))) in max.iter().zip(axes).enumerate() {
             let m = m as i64;
-            let min = clamp(ix.min[a], 0, m - 1);
-            let size = clamp(ix.size[a], 1, m - min);
+            let min = clamp(min_h, 0, m - 1);
+            let size = clamp(size_h, 1, m - min);
             // areaDetector leaves BinX > SizeX to fail in convert(); an empty frame helps
             // nobody, so the binning is limited to the region size instead.
-            let bin = clamp(ix.bin[a], 1, size);
+            let bin = clamp(bin_h, 1, size);
             region.min[a] = min as usize;
             region.size[a] = size as usize;
             region.bin[a] = bin as usize;
-            region.reverse[a] = int(ix.reverse[a]) != 0;
+            region.reverse[a] = reverse_h.read(v);
         }
 
         let peak_width = [
-            clamp(ix.peak_width[0], 1, i32::MAX as i64),
-            clamp(ix.peak_width[1], 1, i32::MAX as i64),
+            clamp(sim.peak_width_x, 1, i32::MAX as i64),
+            clamp(sim.peak_width_y, 1, i32::MAX as i64),
         ];
         // More peaks than pixels only burns time.
         let peak_num = [
-            clamp(ix.peak_num[0], 0, max[0] as i64),
-            clamp(ix.peak_num[1], 0, max[1] as i64),
+            clamp(sim.peak_num_x, 0, max[0] as i64),
+            clamp(sim.peak_num_y, 0, max[1] as i64),
         ];
         let image = ImageSettings {
             max_x: max[0],
@@ -296,18 +263,21 @@ pub(crate) fn read(p: &ParamStore, ix: &Indices) -> Snapshot {
             gain_rgb,
             offset,
             noise,
-            peak_start: [int(ix.peak_start[0]), int(ix.peak_start[1])],
+            peak_start: [sim.peak_start_x.read(v), sim.peak_start_y.read(v)],
             peak_width,
             peak_num,
-            peak_step: [int(ix.peak_step[0]), int(ix.peak_step[1])],
+            peak_step: [sim.peak_step_x.read(v), sim.peak_step_y.read(v)],
             peak_variation,
-            sine_multiply: [int(ix.sine_op[0]) == 1, int(ix.sine_op[1]) == 1],
+            sine_multiply: [
+                sim.x_sine_operation.read(v) == 1,
+                sim.y_sine_operation.read(v) == 1,
+            ],
             sine,
         };
         Snapshot {
             image,
             region,
-            reset: int(ix.reset) != 0,
+            reset: sim.reset.read(v) != 0,
             fixes: Vec::new(),
         }
     })

@@ -11,10 +11,9 @@
 //! PosNameDimX, … (as ADCore; PosIndexDim* only name the index attributes, which stay 1-D
 //! with DimAttDatasets). A missing attribute or an index outside the axis is an error.
 
-use ndflow_core::{NDArray, ParamStore};
+use ndflow_core::{NDArray, ParamStore, ParamValue};
 
-/// Suffixes of the per-dim parameters, index 0..9.
-pub const DIM_SUFFIX: [&str; 10] = ["N", "X", "Y", "3", "4", "5", "6", "7", "8", "9"];
+use super::settings::Handles;
 
 /// The frame axes of a multi-frame file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,43 +27,38 @@ pub struct ExtraDims {
     pub index_names: Vec<String>,
 }
 
-fn int(p: &ParamStore, name: &str) -> i64 {
-    p.index(name).map_or(0, |i| p.get_i64(i))
-}
-
-fn text(p: &ParamStore, name: &str) -> String {
-    p.index(name).map_or(String::new(), |i| p.get_str(i))
-}
-
 impl ExtraDims {
-    pub fn read(p: &ParamStore) -> ExtraDims {
-        let k = int(p, "NumExtraDims").clamp(0, 9) as usize;
-        let frames_chunk = int(p, "NumFramesChunks").max(1) as usize;
+    /// The axes the parameters in `v` (one snapshot of the port's values) describe.
+    pub(crate) fn read(v: &[ParamValue], h: &Handles) -> ExtraDims {
+        let own = &h.own;
+        let k = own.num_extra_dims.read(v).clamp(0, 9) as usize;
+        let frames_chunk = own.num_frames_chunks.read(v).max(1) as usize;
+        let dim_sizes = own.extra_dim_sizes();
+        let dim_chunks = own.extra_dim_chunks();
         let mut sizes = Vec::with_capacity(k + 1);
         let mut chunks = Vec::with_capacity(k + 1);
         for i in (0..=k).rev() {
             let size = if k == 0 {
-                int(p, "NumCapture").max(0) as usize
+                h.nd.num_capture.read(v).max(0) as usize
             } else {
-                int(p, &format!("ExtraDimSize{}", DIM_SUFFIX[i])).max(1) as usize
+                dim_sizes[i].read(v).max(1) as usize
             };
             let want = if i == 0 {
                 frames_chunk
             } else {
-                int(p, &format!("ExtraDimChunk{}", DIM_SUFFIX[i])).max(1) as usize
+                dim_chunks[i - 1].read(v).max(1) as usize
             };
             sizes.push(size);
             chunks.push(if size > 0 { want.min(size) } else { want });
         }
-        let pos_names = (int(p, "PositionMode") != 0).then(|| {
-            (0..=k)
-                .rev()
-                .map(|i| text(p, &format!("PosNameDim{}", DIM_SUFFIX[i])))
-                .collect()
+        let pos_names = (own.position_mode.read(v) != 0).then(|| {
+            let names = own.pos_name_dims();
+            names[..=k].iter().rev().map(|n| n.read(v)).collect()
         });
-        let index_names = DIM_SUFFIX
+        let index_names = own
+            .pos_index_dims()
             .iter()
-            .map(|s| text(p, &format!("PosIndexDim{s}")))
+            .map(|n| n.read(v))
             .filter(|s| !s.is_empty())
             .collect();
         ExtraDims {
@@ -151,16 +145,19 @@ impl ExtraDims {
 }
 
 /// ADCore `calcNumFrames`: with extra dims, NumCapture = the product of their sizes.
-pub fn publish_num_capture(p: &ParamStore) {
-    let k = int(p, "NumExtraDims").clamp(0, 9) as usize;
-    if k == 0 {
-        return;
-    }
-    let total: i64 = (0..=k)
-        .map(|i| int(p, &format!("ExtraDimSize{}", DIM_SUFFIX[i])).max(1))
-        .product();
-    if let Some(i) = p.index("NumCapture") {
-        let _ = p.set(i, total.min(i64::from(i32::MAX)));
+pub(crate) fn publish_num_capture(p: &ParamStore, h: &Handles) {
+    let sizes = h.own.extra_dim_sizes();
+    let total = p.with_values(|v| {
+        let k = h.own.num_extra_dims.read(v).clamp(0, 9) as usize;
+        (k > 0).then(|| {
+            sizes[..=k]
+                .iter()
+                .map(|s| s.read(v).max(1))
+                .product::<i64>()
+        })
+    });
+    if let Some(total) = total {
+        h.nd.num_capture.set(p, total.min(i64::from(i32::MAX)));
     }
 }
 

@@ -14,42 +14,40 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ndflow_core::{NDArray, ParamDef, ParamStore, ParamValue};
+use ndflow_core::{NDArray, ParamDef};
 use ndflow_pva::server::SharedPv;
 use ndflow_pva::BitSet;
-use ndflow_runtime::{param_index, Plugin, PluginError, ProcessContext, Resolved};
+use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 
 use super::convert::to_nt;
 
-pub const PVA_PARAMS: &[ParamDef] = &[
-    ParamDef::string("PvName", "")
-        .read_only()
-        .long_string()
-        .doc("Name of the NTNDArray PV (config key PvName at creation; default {prefix}{port prefix}Image)"),
-    ParamDef::yes_no("Lossless", 0)
-        .doc("Yes: pipelined subscribers back-pressure the plugin (no frame lost); No: latest-wins"),
-    ParamDef::float64("LosslessTimeout", 5.0)
-        .min(0.0)
-        .doc("Lossless: seconds to wait for a subscriber's ack before the frame is counted as an error"),
-    ParamDef::int32("Subscribers", 0)
-        .read_only()
-        .doc("Monitors of the image PV"),
-    ParamDef::int64("Overruns", 0)
-        .read_only()
-        .doc("Updates squashed for latest-wins subscribers that were behind"),
-];
-
-struct Idx {
-    lossless: usize,
-    timeout: usize,
-    subscribers: usize,
-    overruns: usize,
+ndflow_core::params! {
+    /// NDPluginPva's own parameters.
+    pub const PVA_PARAMS, pub struct PvaParams {
+        pv_name: string("PvName", "")
+            .read_only()
+            .long_string()
+            .doc("Name of the NTNDArray PV (config key PvName at creation; default {prefix}{port prefix}Image)"),
+        lossless: yes_no("Lossless", 0)
+            .doc("Yes: pipelined subscribers back-pressure the plugin (no frame lost); No: latest-wins"),
+        lossless_timeout: float64("LosslessTimeout", 5.0)
+            .min(0.0)
+            .doc("Lossless: seconds to wait for a subscriber's ack before the frame is counted as an error"),
+        subscribers: int32("Subscribers", 0)
+            .read_only()
+            .doc("Monitors of the image PV"),
+        overruns: int64("Overruns", 0)
+            .read_only()
+            .doc("Updates squashed for latest-wins subscribers that were behind"),
+    }
 }
 
 pub struct PvaPlugin {
     pv: SharedPv,
     pv_name: String,
-    idx: Resolved<Idx>,
+    /// NDPluginPva's handles in the port's layout.
+    p: PvaParams,
 }
 
 impl PvaPlugin {
@@ -58,7 +56,7 @@ impl PvaPlugin {
         PvaPlugin {
             pv,
             pv_name,
-            idx: Resolved::default(),
+            p: bind(&plugin_layout(PVA_PARAMS), PvaParams::bind),
         }
     }
 
@@ -67,18 +65,6 @@ impl PvaPlugin {
         let desc = ndflow_pva::nt::ntndarray::ntndarray_desc().clone();
         let initial = ndflow_pva::Value::default_for(&desc);
         SharedPv::new(desc, initial)
-    }
-
-    fn idx(&self, p: &ParamStore) -> Result<&Idx, PluginError> {
-        self.idx.get_or_resolve(|| {
-            let i = |n| param_index(p, "NDPluginPva", n);
-            Ok(Idx {
-                lossless: i("Lossless")?,
-                timeout: i("LosslessTimeout")?,
-                subscribers: i("Subscribers")?,
-                overruns: i("Overruns")?,
-            })
-        })
     }
 }
 
@@ -100,25 +86,23 @@ impl Plugin for PvaPlugin {
         input: &Arc<NDArray>,
         ctx: &mut ProcessContext<'_>,
     ) -> Result<(), PluginError> {
-        let ix = self.idx(ctx.params)?;
-        let lossless = ctx.params.get_i64(ix.lossless) != 0;
+        let (lossless, timeout) = ctx
+            .params
+            .with_values(|v| (self.p.lossless.read(v), self.p.lossless_timeout.read(v)));
         self.pv.set_lossless(lossless);
         let value = to_nt(input).to_value();
         // Bit 0 = the whole structure: every field is new with each frame.
         let all = BitSet::from_bits(&[0]);
         let result = if lossless {
-            let secs = ctx.params.get_f64(ix.timeout).clamp(0.0, 3600.0);
+            let secs = timeout.clamp(0.0, 3600.0);
             self.pv
                 .post_deadline(value, &all, Instant::now() + Duration::from_secs_f64(secs))
         } else {
             self.pv.post(value, &all)
         };
         ctx.params.set_many(&[
-            (
-                ix.subscribers,
-                ParamValue::Int(self.pv.subscribers() as i64),
-            ),
-            (ix.overruns, ParamValue::Int(self.pv.overruns() as i64)),
+            self.p.subscribers.value(self.pv.subscribers() as i64),
+            self.p.overruns.value(self.pv.overruns() as i64),
         ]);
         result.map_err(|e| {
             PluginError::Other(format!(
@@ -128,5 +112,32 @@ impl Plugin for PvaPlugin {
         })?;
         ctx.emit(input.clone());
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndflow_core::{DataType, Pool};
+    use ndflow_runtime::PluginHarness;
+
+    fn frame(uid: i32) -> NDArray {
+        let mut b = Pool::unlimited().alloc(6 * 4).unwrap();
+        b.as_mut_slice::<u8>().fill(3);
+        let mut f = NDArray::new(&[6, 4], DataType::UInt8, b.freeze()).unwrap();
+        f.unique_id = uid;
+        f
+    }
+
+    #[test]
+    fn publishes_and_passes_on_each_frame_latest_wins_or_lossless() {
+        let pv = PvaPlugin::new_pv();
+        let h = PluginHarness::new(PvaPlugin::new(pv, "T:Image".into()));
+        assert_eq!(h.process(frame(1)).unwrap()[0].unique_id, 1);
+        h.put("Lossless", "Yes").unwrap();
+        h.put("LosslessTimeout", 0.5).unwrap();
+        assert_eq!(h.process(frame(2)).unwrap()[0].unique_id, 2);
+        assert_eq!(h.get_f64("Subscribers"), 0.0);
+        assert_eq!(h.get_f64("Overruns"), 0.0);
     }
 }
