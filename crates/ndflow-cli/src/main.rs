@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use ndflow::config::parse_setting;
 use ndflow::{ioc, pv_cmd, reference, registry, vds};
@@ -122,6 +122,9 @@ enum Cmd {
         type_name: Option<String>,
         #[arg(long)]
         markdown: bool,
+        /// Print the README's table of port types.
+        #[arg(long, conflicts_with_all = ["markdown", "type_name"])]
+        readme: bool,
     },
 }
 
@@ -162,7 +165,14 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    let cli = Cli::parse();
+    // `ndflow params --help` lists the port types from the registry's records.
+    let command = Cli::command().mut_subcommand("params", |c| {
+        c.after_help(format!("Port types:\n{}", reference::types_text()))
+    });
+    let cli = match Cli::from_arg_matches(&command.get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let result = match cli.cmd {
         Cmd::Run {
             config,
@@ -261,15 +271,18 @@ fn main() -> ExitCode {
         Cmd::Params {
             type_name,
             markdown,
+            readme,
         } => match type_name {
+            None if readme => {
+                print!("{}", reference::types_markdown());
+                Ok(())
+            }
             None if markdown => {
                 print!("{}", reference::full_markdown());
                 Ok(())
             }
             None => {
-                for (t, class, _, desc) in registry::TYPES {
-                    println!("{t:10} {class:18} {desc}");
-                }
+                print!("{}", reference::types_text());
                 Ok(())
             }
             Some(t) if registry::type_names().contains(&t.as_str()) => {

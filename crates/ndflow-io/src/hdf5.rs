@@ -64,6 +64,7 @@ use ndflow_core::{
 use crate::file::{FileWriterPlugin, Format};
 use attributes::{AttributeColumns, DimShape, Performance, Target};
 use extra_dims::ExtraDims;
+use ndflow_runtime::{Built, PortType};
 use reserve::Reserve;
 use settings::{Compression, Handles, Settings};
 use swmr::FlushPolicy;
@@ -710,3 +711,11 @@ impl Format for Hdf5Format {
         res
     }
 }
+
+/// The port type `type = "hdf5"`.
+pub const PORT: PortType = PortType::plugin(
+    "hdf5",
+    "NDFileHDF5",
+    "HDF5 files (NeXus layout): all types, filters, direct chunk write, SWMR",
+    |_| Ok(Built::Plugin(std::sync::Arc::new(Hdf5FilePlugin::new()))),
+);

@@ -15,6 +15,7 @@ use ndflow_runtime::params::{bind, plugin_layout};
 
 use crate::file::{FileWriterPlugin, Format};
 use crate::tiff::{interleave, layout, TiffLayout};
+use ndflow_runtime::{Built, PortType};
 
 ndflow_core::params! {
     /// NDFileJPEG's own parameters.
@@ -125,3 +126,11 @@ impl Format for JpegFormat {
         }
     }
 }
+
+/// The port type `type = "jpeg"`.
+pub const PORT: PortType = PortType::plugin(
+    "jpeg",
+    "NDFileJPEG",
+    "JPEG files: UInt8 Mono/RGB, JPEGQuality",
+    |_| Ok(Built::Plugin(std::sync::Arc::new(JpegFilePlugin::new()))),
+);

@@ -27,6 +27,7 @@ use tiff::tags::{PhotometricInterpretation, SampleFormat, Tag};
 use tiff::TiffError;
 
 use crate::file::{FileWriterPlugin, Format};
+use ndflow_runtime::{Built, PortType};
 
 pub const TAG_TIMESTAMP: u16 = 65000;
 pub const TAG_UNIQUE_ID: u16 = 65001;
@@ -332,3 +333,11 @@ impl Format for TiffFormat {
         crate::tiff_read::read_tiff(path, pool)
     }
 }
+
+/// The port type `type = "tiff"`.
+pub const PORT: PortType = PortType::plugin(
+    "tiff",
+    "NDFileTIFF",
+    "TIFF files: all types, Mono/RGB, uniqueId/timestamps/attributes as tags",
+    |_| Ok(Built::Plugin(std::sync::Arc::new(TiffFilePlugin::new()))),
+);

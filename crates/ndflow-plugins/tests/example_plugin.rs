@@ -30,6 +30,12 @@ impl InvertPlugin {
     }
 }
 
+impl Default for InvertPlugin {
+    fn default() -> Self {
+        InvertPlugin::new()
+    }
+}
+
 impl Plugin for InvertPlugin {
     fn plugin_type(&self) -> &'static str {
         "NDPluginInvert"

@@ -551,15 +551,15 @@ impl Pipeline {
 }
 
 impl Pipeline {
-    /// A port's settings in the config file's order: NDArrayPort, others, then Acquire.
+    /// A port's settings in the config file's order, phase by phase as a config file's are
+    /// (wiring, others, Acquire).
     fn apply(&self, py: Python<'_>, pc: &PortConfig) -> PyResult<()> {
-        let phase = |s: &Setting| match s.key.as_str() {
-            "NDArrayPort" => 0,
-            "Acquire" => 2,
-            _ => 1,
-        };
         for step in 0..3 {
-            for s in pc.settings.iter().filter(|s| phase(s) == step) {
+            for s in pc
+                .settings
+                .iter()
+                .filter(|s| registry::setting_phase(&s.key) == step)
+            {
                 if registry::is_constructor_key(&pc.type_name, &s.key) {
                     continue;
                 }

@@ -200,7 +200,10 @@ fn drop_key(r: ndflow_runtime::DropReason) -> &'static str {
 /// `[(type, areaDetector class, is_driver, description), ...]` of every registered port type.
 #[pyfunction]
 pub fn port_types() -> Vec<(&'static str, &'static str, bool, &'static str)> {
-    registry::TYPES.to_vec()
+    registry::TYPES
+        .iter()
+        .map(|t| (t.name, t.class, t.driver, t.description))
+        .collect()
 }
 
 /// The parameter declarations of a port type: a list of dicts with name, table, kind,

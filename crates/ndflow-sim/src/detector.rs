@@ -8,6 +8,7 @@ use crate::generate::{Generator, Words};
 use crate::layout::{convert_region, Layout};
 use crate::params::{self, Region, SimParams, SIM_PARAMS};
 use crate::pixel::{Rng, SimPixel};
+use ndflow_runtime::{Built, ConstructorKey, PortType};
 
 const SEED: u64 = 0x5EED_AD51_0D37_0001;
 
@@ -177,3 +178,25 @@ fn read_out<T: SimPixel>(
     frame.set_color_mode(raw_layout.mode);
     Ok(frame)
 }
+
+/// The port type `type = "sim"`.
+pub const PORT: PortType = PortType::driver(
+    "sim",
+    "simDetector",
+    "Simulated detector: ramp, peaks, sine, offset & noise",
+    |a| {
+        let x = a.int("MaxSizeX", 1..=65536, 1024)? as usize;
+        let y = a.int("MaxSizeY", 1..=65536, 1024)? as usize;
+        Ok(Built::Driver(Box::new(SimDetector::new(x, y))))
+    },
+)
+.keys(&[
+    ConstructorKey {
+        name: "MaxSizeX",
+        doc: "Sensor width in pixels, 1..65536 (default 1024)",
+    },
+    ConstructorKey {
+        name: "MaxSizeY",
+        doc: "Sensor height in pixels, 1..65536 (default 1024)",
+    },
+]);

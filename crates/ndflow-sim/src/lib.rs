@@ -33,5 +33,5 @@ mod layout;
 mod params;
 mod pixel;
 
-pub use detector::SimDetector;
+pub use detector::{SimDetector, PORT};
 pub use params::{SIM_MODE_CHOICES, SIM_PARAMS, SINE_OPERATION_CHOICES};

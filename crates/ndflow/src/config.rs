@@ -249,38 +249,9 @@ impl Config {
         Ok(())
     }
 
-    /// Creates every port, then wires them (NDArrayPort), then applies the other settings in
-    /// file order, and finally the `Acquire` settings, so acquisition starts on a complete graph.
+    /// Builds the graph this config describes ([`registry::build`]).
     pub fn build(&self, graph: &Graph, pvs: &ImagePvs) -> Result<(), ConfigError> {
-        let at = |p: &PortConfig, s: Option<&Setting>, msg: String| ConfigError {
-            file: self.file.clone(),
-            // Line 0: a command-line override, which has no line in the file.
-            line: Some(s.map_or(p.line, |s| s.line)).filter(|&l| l != 0),
-            port: Some(p.name.clone()),
-            key: s.map(|s| s.key.clone()),
-            message: msg,
-        };
-        for p in &self.ports {
-            registry::create(graph, p, &self.prefix, pvs).map_err(|m| at(p, None, m))?;
-        }
-        let phase = |s: &Setting| match s.key.as_str() {
-            // Gather's inputs too (NDArrayPort_1..8): wiring comes before everything else.
-            k if k == "NDArrayPort" || k.starts_with("NDArrayPort_") => 0,
-            "Acquire" => 2,
-            _ => 1,
-        };
-        for step in 0..3 {
-            for p in &self.ports {
-                for s in p.settings.iter().filter(|s| phase(s) == step) {
-                    if registry::is_constructor_key(&p.type_name, &s.key) {
-                        continue;
-                    }
-                    put_setting(graph, &p.name, &s.key, s.value.clone())
-                        .map_err(|m| at(p, Some(s), m))?;
-                }
-            }
-        }
-        Ok(())
+        registry::build(self, graph, pvs)
     }
 
     /// Port name → port prefix (for PV names).

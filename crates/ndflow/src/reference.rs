@@ -77,12 +77,66 @@ pub fn full_markdown() -> String {
          `{prefix}{port prefix}{Name}` with readback `{Name}_RBV`; read-only ones are served as the \
          PV suffixes listed. Enums take their string or their index.\n",
     );
-    for (t, class, is_driver, desc) in registry::TYPES {
+    for t in registry::TYPES {
         out.push_str(&format!(
-            "\n## `type = \"{t}\"` — {class}{}\n\n{desc}.\n",
-            if *is_driver { " (driver)" } else { "" }
+            "\n## `type = \"{}\"` — {}{}\n\n{}.\n",
+            t.name,
+            t.class,
+            if t.driver { " (driver)" } else { "" },
+            t.description
         ));
-        out.push_str(&markdown(t));
+        if !t.constructor_keys.is_empty() {
+            out.push_str("\nRead once, when the port is built (not parameters):\n\n");
+            for k in t.constructor_keys {
+                out.push_str(&format!("- `{}`: {}\n", k.name, k.doc));
+            }
+        }
+        out.push_str(&markdown(t.name));
     }
     out
+}
+
+/// The port types as a Markdown table (the README's list).
+pub fn types_markdown() -> String {
+    let mut out = String::from("| type | areaDetector class | what it does |\n|---|---|---|\n");
+    for t in registry::TYPES {
+        let keys: Vec<String> = t
+            .constructor_keys
+            .iter()
+            .map(|k| format!("`{}`", k.name))
+            .collect();
+        let keys = if keys.is_empty() {
+            String::new()
+        } else {
+            format!(" (built with {})", keys.join(", "))
+        };
+        out.push_str(&format!(
+            "| `{}` | {}{} | {}{} |\n",
+            t.name,
+            t.class,
+            if t.driver { " (driver)" } else { "" },
+            t.description.replace('|', "\\|"),
+            keys
+        ));
+    }
+    out
+}
+
+/// One line per port type: what `ndflow params` prints.
+pub fn types_text() -> String {
+    registry::TYPES
+        .iter()
+        .map(|t| format!("{:12} {:22} {}\n", t.name, t.class, t.description))
+        .collect()
+}
+
+/// `text` with the part between the README's port-type markers replaced by
+/// [`types_markdown`]; `None` when the markers are missing.
+pub fn readme_with_types(text: &str) -> Option<String> {
+    const BEGIN: &str = "<!-- port-types:";
+    const END: &str = "<!-- end port-types -->";
+    let b = text.find(BEGIN)?;
+    let b = b + text[b..].find('\n')? + 1;
+    let e = text[b..].find(END)? + b;
+    Some(format!("{}{}{}", &text[..b], types_markdown(), &text[e..]))
 }

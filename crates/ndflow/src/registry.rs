@@ -1,312 +1,163 @@
-//! Port types by name: the one place a new driver or plugin is registered.
+//! Every port type ndflow can build: a plain list of the records ([`PortType`]) defined
+//! beside each driver and plugin. Adding a port type is its file (with its `PORT` record)
+//! and one line in [`TYPES`]; the config reader, `ndflow params`, the PV directory, the
+//! Python package and the generated reference all read this list.
 
-use std::sync::Arc;
-
-use ndflow_core::{ParamDef, ParamValue};
+use ndflow_core::ParamDef;
 use ndflow_plugins::{
-    codec::CodecPlugin, process::ProcessPlugin, roi::RoiPlugin, roistat::RoiStatPlugin,
-    stats::StatsPlugin, std_arrays::StdArraysPlugin, timeseries::TimeSeriesPlugin,
+    attribute, bad_pixel, circular_buff, codec, color_convert, fft, gather, overlay, pos, process,
+    roi, roistat, scatter, stats, std_arrays, timeseries, transform,
 };
-use ndflow_runtime::params::{ARRAY_BASE_PARAMS, DRIVER_PARAMS, PLUGIN_BASE_PARAMS};
-use ndflow_runtime::{Driver, Graph, Plugin};
-use ndflow_sim::SimDetector;
+use ndflow_runtime::{Built, Graph, PortArgs, PortType};
 
-use crate::config::PortConfig;
-use crate::pva::driver::{PvaDriver, PVA_DRIVER_PARAMS};
-use crate::pva::plugin::{PvaPlugin, PVA_PARAMS};
-use crate::pva::ImagePvs;
+use crate::config::{put_setting, Config, ConfigError, PortConfig, Setting};
+use crate::pva::{self, ImagePvs};
 
-/// (config type, areaDetector class, is driver, one-line description)
-pub const TYPES: &[(&str, &str, bool, &str)] = &[
-    (
-        "sim",
-        "simDetector",
-        true,
-        "Simulated detector: ramp, peaks, sine, offset & noise",
-    ),
-    (
-        "roi",
-        "NDPluginROI",
-        false,
-        "N-D region of interest with binning, reverse, scale, type",
-    ),
-    (
-        "stats",
-        "NDPluginStats",
-        false,
-        "Statistics, centroid and moments, profiles, histogram",
-    ),
-    (
-        "process",
-        "NDPluginProcess",
-        false,
-        "Background, flat field, offset/scale, clipping, recursive filter",
-    ),
-    (
-        "stdarrays",
-        "NDPluginStdArrays",
-        false,
-        "The latest frame as an array parameter (waveform)",
-    ),
-    (
-        "codec",
-        "NDPluginCodec",
-        false,
-        "Compress (JPEG, Zlib, Blosc, LZ4, LZ4HDF5, BSLZ4) or decompress",
-    ),
-    (
-        "pvadriver",
-        "pvaDriver",
-        true,
-        "Frames from an NTNDArray PV (another IOC, p4p); uniqueId gaps counted",
-    ),
-    (
-        "pva",
-        "NDPluginPva",
-        false,
-        "Publishes frames as an NTNDArray PV (zero-copy; latest-wins or lossless)",
-    ),
-    (
-        "tiff",
-        "NDFileTIFF",
-        false,
-        "TIFF files: all types, Mono/RGB, uniqueId/timestamps/attributes as tags",
-    ),
-    (
-        "hdf5",
-        "NDFileHDF5",
-        false,
-        "HDF5 files (NeXus layout): all types, filters, direct chunk write, SWMR",
-    ),
-    (
-        "jpeg",
-        "NDFileJPEG",
-        false,
-        "JPEG files: UInt8 Mono/RGB, JPEGQuality",
-    ),
-    (
-        "transform",
-        "NDPluginTransform",
-        false,
-        "Rotations (90/180/270 clockwise) and mirrors of a Mono/RGB image",
-    ),
-    (
-        "colorconvert",
-        "NDPluginColorConvert",
-        false,
-        "Colour mode conversion: Mono/Bayer/RGB1/2/3, false colour",
-    ),
-    (
-        "badpixel",
-        "NDPluginBadPixel",
-        false,
-        "Bad pixels from a JSON file: Set, Replace or Median, following ROI/binning",
-    ),
-    (
-        "fft",
-        "NDPluginFFT",
-        false,
-        "1-D/2-D FFT: averaged |FFT| frame, real/imaginary/abs waveforms",
-    ),
-    (
-        "overlay",
-        "NDPluginOverlay",
-        false,
-        "8 crosses/rectangles/ellipses/text lines drawn on Mono or RGB images, Set or XOR",
-    ),
-    (
-        "circularbuff",
-        "NDPluginCircularBuff",
-        false,
-        "PreCount ring sent around a calc-expression or soft trigger, then PostCount frames",
-    ),
-    (
-        "attribute",
-        "NDPluginAttribute",
-        false,
-        "8 chosen frame attributes (or uniqueId/time stamps) as value, sum and time series",
-    ),
-    (
-        "pos",
-        "NDPosPlugin",
-        false,
-        "Scan positions from an XML list as frame attributes; missing/duplicate frame IDs",
-    ),
-    (
-        "roistat",
-        "NDPluginROIStat",
-        false,
-        "Min/max/mean/total/net of up to 32 ROIs (MaxROIs, default 8) in one pass, time series",
-    ),
-    (
-        "timeseries",
-        "NDPluginTimeSeries",
-        false,
-        "Time series of up to 32 signals (MaxSignals, default 8): fixed/circular, averaging",
-    ),
-    (
-        "scatter",
-        "NDPluginScatter",
-        false,
-        "Each frame to ONE downstream port, round-robin, skipping full queues (scale-out)",
-    ),
-    (
-        "gather",
-        "NDPluginGather",
-        false,
-        "Up to 8 upstream ports (NDArrayPort_1..8) merged into one stream; SortMode orders it",
-    ),
+/// The port types, in the order listings show them.
+pub const TYPES: &[&PortType] = &[
+    &ndflow_sim::PORT,
+    &pva::driver::PORT,
+    &roi::PORT,
+    &stats::PORT,
+    &process::PORT,
+    &std_arrays::PORT,
+    &codec::PORT,
+    &pva::plugin::PORT,
+    &ndflow_io::tiff::PORT,
+    &ndflow_io::hdf5::PORT,
+    &ndflow_io::jpeg::PORT,
+    &transform::PORT,
+    &color_convert::PORT,
+    &bad_pixel::PORT,
+    &fft::PORT,
+    &overlay::PORT,
+    &circular_buff::PORT,
+    &attribute::PORT,
+    &pos::PORT,
+    &roistat::PORT,
+    &timeseries::PORT,
+    &scatter::PORT,
+    &gather::PORT,
 ];
 
+/// The record of `type = "name"`.
+pub fn find(name: &str) -> Option<&'static PortType> {
+    TYPES.iter().copied().find(|t| t.name == name)
+}
+
 pub fn type_names() -> Vec<&'static str> {
-    TYPES.iter().map(|t| t.0).collect()
+    TYPES.iter().map(|t| t.name).collect()
+}
+
+/// The record of `name`, or an error listing every type.
+pub fn require(name: &str) -> Result<&'static PortType, String> {
+    find(name).ok_or_else(|| {
+        format!(
+            "unknown port type '{name}'; one of: {}",
+            type_names().join(", ")
+        )
+    })
 }
 
 pub fn is_driver(type_name: &str) -> bool {
-    TYPES.iter().any(|t| t.0 == type_name && t.2)
+    find(type_name).is_some_and(|t| t.driver)
 }
 
 /// Keys consumed when the port is constructed rather than set as parameters.
 pub fn is_constructor_key(type_name: &str, key: &str) -> bool {
-    (type_name == "sim" && matches!(key, "MaxSizeX" | "MaxSizeY"))
-        || (type_name == "pva" && key == "PvName")
-        || (type_name == "roistat" && key == "MaxROIs")
-        || (type_name == "timeseries" && key == "MaxSignals")
+    find(type_name).is_some_and(|t| t.is_constructor_key(key))
 }
 
-fn new_plugin(type_name: &str) -> Option<Arc<dyn Plugin>> {
-    Some(match type_name {
-        "roi" => Arc::new(RoiPlugin::new()),
-        "stats" => Arc::new(StatsPlugin::new()),
-        "process" => Arc::new(ProcessPlugin::new()),
-        "stdarrays" => Arc::new(StdArraysPlugin::new()),
-        "codec" => Arc::new(CodecPlugin::new()),
-        "tiff" => Arc::new(ndflow_io::TiffFilePlugin::new()),
-        "jpeg" => Arc::new(ndflow_io::JpegFilePlugin::new()),
-        "hdf5" => Arc::new(ndflow_io::Hdf5FilePlugin::new()),
-        "transform" => Arc::new(ndflow_plugins::transform::TransformPlugin::new()),
-        "colorconvert" => Arc::new(ndflow_plugins::color_convert::ColorConvertPlugin::new()),
-        "badpixel" => Arc::new(ndflow_plugins::bad_pixel::BadPixelPlugin::new()),
-        "fft" => Arc::new(ndflow_plugins::fft::FftPlugin::new()),
-        "overlay" => Arc::new(ndflow_plugins::overlay::OverlayPlugin::new()),
-        "circularbuff" => Arc::new(ndflow_plugins::circular_buff::CircularBuffPlugin::new()),
-        "attribute" => Arc::new(ndflow_plugins::attribute::AttributePlugin::new()),
-        "pos" => Arc::new(ndflow_plugins::pos::PosPlugin::new()),
-        "roistat" => Arc::new(RoiStatPlugin::new()),
-        "timeseries" => Arc::new(TimeSeriesPlugin::new()),
-        "scatter" => Arc::new(ndflow_plugins::scatter::ScatterPlugin::new()),
-        "gather" => Arc::new(ndflow_plugins::gather::GatherPlugin::new()),
-        _ => return None,
-    })
-}
-
-fn new_sim(max_x: usize, max_y: usize) -> Box<dyn Driver> {
-    Box::new(SimDetector::new(max_x, max_y))
-}
-
-/// Creates the port described by `p` in `graph`; `pva` ports register their image PV in `pvs`.
+/// Creates the port described by `p` in `graph`, under the IOC prefix `prefix`; ports that
+/// publish their own PV (`pva`) register it in `pvs`.
 pub fn create(graph: &Graph, p: &PortConfig, prefix: &str, pvs: &ImagePvs) -> Result<(), String> {
-    if p.type_name == "pvadriver" {
-        graph
-            .add_driver(&p.name, Box::new(PvaDriver::new()))
-            .map_err(|e| e.to_string())?;
-        return Ok(());
+    let t = require(&p.type_name)?;
+    let pv_prefix = format!("{prefix}{}", p.prefix);
+    let mut args = PortArgs::new(&p.name, &pv_prefix).with_services(pvs);
+    for s in p.settings.iter().filter(|s| t.is_constructor_key(&s.key)) {
+        args = args.with_value(&s.key, &s.value);
     }
-    if p.type_name == "pva" {
-        let name = match p
-            .settings
-            .iter()
-            .find(|s| s.key == "PvName")
-            .map(|s| &s.value)
-        {
-            None => format!("{prefix}{}Image", p.prefix),
-            Some(ParamValue::Str(s)) if !s.is_empty() => s.clone(),
-            Some(v) => return Err(format!("PvName must be a non-empty string, not {v}")),
-        };
-        let pv = PvaPlugin::new_pv();
-        pvs.add(name.clone(), pv.clone())?;
-        graph
-            .add_plugin(&p.name, Arc::new(PvaPlugin::new(pv.clone(), name.clone())))
-            .map_err(|e| e.to_string())?;
-        if let Some(port) = graph.port(&p.name) {
-            port.params()
-                .set_by_name("PvName", name)
-                .map_err(|e| e.to_string())?;
-            let params = Arc::clone(port.params());
-            pv.on_subscribers_changed(move |n| {
-                let _ = params.set_by_name("Subscribers", n as i64);
-            });
-        }
-        return Ok(());
+    match (t.build)(&args)? {
+        Built::Driver(d) => graph.add_driver(&p.name, d).map(|_| ()),
+        Built::Plugin(plugin) => graph.add_plugin(&p.name, plugin).map(|_| ()),
     }
-    if p.type_name == "sim" {
-        let size = |k: &str| -> Result<usize, String> {
-            match p.settings.iter().find(|s| s.key == k).map(|s| &s.value) {
-                None => Ok(1024),
-                Some(ParamValue::Int(v)) if (1..=65536).contains(v) => Ok(*v as usize),
-                Some(v) => Err(format!("{k} must be an integer 1..65536, not {v}")),
-            }
-        };
-        graph
-            .add_driver(&p.name, new_sim(size("MaxSizeX")?, size("MaxSizeY")?))
-            .map_err(|e| e.to_string())?;
-        return Ok(());
+    .map_err(|e| e.to_string())
+}
+
+/// When a port's setting is applied: wiring (`NDArrayPort`, Gather's `NDArrayPort_N`) first,
+/// then the others in file order, `Acquire` last, so acquisition starts on a complete graph.
+pub fn setting_phase(key: &str) -> u8 {
+    match key {
+        k if k == "NDArrayPort" || k.starts_with("NDArrayPort_") => 0,
+        "Acquire" => 2,
+        _ => 1,
     }
-    // Address counts fixed at construction (areaDetector's maxROIs / maxSignals).
-    let count = |k: &str| -> Result<Option<usize>, String> {
-        match p.settings.iter().find(|s| s.key == k).map(|s| &s.value) {
-            None => Ok(None),
-            Some(ParamValue::Int(v)) if (1..=32).contains(v) => Ok(Some(*v as usize)),
-            Some(v) => Err(format!("{k} must be an integer 1..32, not {v}")),
-        }
+}
+
+/// Creates every port of `cfg`, then applies the settings by [`setting_phase`] (constructor
+/// keys were consumed by the constructors). An error names the file, line, port and key.
+pub fn build(cfg: &Config, graph: &Graph, pvs: &ImagePvs) -> Result<(), ConfigError> {
+    let at = |p: &PortConfig, s: Option<&Setting>, msg: String| ConfigError {
+        file: cfg.file.clone(),
+        // Line 0: a command-line override, which has no line in the file.
+        line: Some(s.map_or(p.line, |s| s.line)).filter(|&l| l != 0),
+        port: Some(p.name.clone()),
+        key: s.map(|s| s.key.clone()),
+        message: msg,
     };
-    let plugin: Arc<dyn Plugin> = match p.type_name.as_str() {
-        "roistat" => match count("MaxROIs")? {
-            Some(n) => Arc::new(RoiStatPlugin::with_rois(n)),
-            None => Arc::new(RoiStatPlugin::new()),
-        },
-        "timeseries" => match count("MaxSignals")? {
-            Some(n) => Arc::new(TimeSeriesPlugin::with_signals(n)),
-            None => Arc::new(TimeSeriesPlugin::new()),
-        },
-        t => new_plugin(t).ok_or_else(|| format!("unknown port type '{t}'"))?,
-    };
-    graph
-        .add_plugin(&p.name, plugin)
-        .map_err(|e| e.to_string())?;
+    for p in &cfg.ports {
+        create(graph, p, &cfg.prefix, pvs).map_err(|m| at(p, None, m))?;
+    }
+    for step in 0..3 {
+        for p in &cfg.ports {
+            apply_settings(graph, p, step).map_err(|(s, m)| at(p, Some(s), m))?;
+        }
+    }
     Ok(())
 }
 
-/// All parameter tables of a port type, base tables first.
+/// Applies the settings of port `p` whose [`setting_phase`] is `phase`; the error names the
+/// setting.
+pub fn apply_settings<'p>(
+    graph: &Graph,
+    p: &'p PortConfig,
+    phase: u8,
+) -> Result<(), (&'p Setting, String)> {
+    let t = find(&p.type_name);
+    for s in p.settings.iter().filter(|s| setting_phase(&s.key) == phase) {
+        if t.is_some_and(|t| t.is_constructor_key(&s.key)) {
+            continue;
+        }
+        put_setting(graph, &p.name, &s.key, s.value.clone()).map_err(|m| (s, m))?;
+    }
+    Ok(())
+}
+
+/// All parameter tables of a port type with its constructor keys at their defaults, base
+/// tables first; empty for an unknown type.
 pub fn param_tables(type_name: &str) -> Vec<(&'static str, &'static [ParamDef])> {
-    if type_name == "pvadriver" {
-        return vec![
-            ("NDArrayBase", ARRAY_BASE_PARAMS),
-            ("ADBase", DRIVER_PARAMS),
-            ("pvaDriver", PVA_DRIVER_PARAMS),
-        ];
-    }
-    if type_name == "pva" {
-        return vec![
-            ("NDArrayBase", ARRAY_BASE_PARAMS),
-            ("NDPluginBase", PLUGIN_BASE_PARAMS),
-            ("NDPluginPva", PVA_PARAMS),
-        ];
-    }
-    if type_name == "sim" {
-        let sim = new_sim(8, 8);
-        return vec![
-            ("NDArrayBase", ARRAY_BASE_PARAMS),
-            ("ADBase", DRIVER_PARAMS),
-            ("simDetector", sim.params()),
-        ];
-    }
-    match new_plugin(type_name) {
-        Some(p) => vec![
-            ("NDArrayBase", ARRAY_BASE_PARAMS),
-            ("NDPluginBase", PLUGIN_BASE_PARAMS),
-            (p.plugin_type(), p.params()),
-        ],
-        None => Vec::new(),
+    find(type_name)
+        .and_then(|t| t.param_tables(&PortArgs::defaults()).ok())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_type_builds_with_its_defaults_and_names_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for t in TYPES {
+            assert!(seen.insert(t.name), "{} listed twice", t.name);
+            let tables = t.param_tables(&PortArgs::defaults()).unwrap();
+            let own: Vec<_> = tables.iter().map(|(_, d)| *d).collect();
+            assert!(
+                ndflow_core::ParamStore::duplicate_names(&own).is_empty(),
+                "{}: a name declared twice",
+                t.name
+            );
+            assert_eq!(tables.len(), 3, "{}", t.name);
+        }
     }
 }

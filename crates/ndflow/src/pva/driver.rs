@@ -22,6 +22,7 @@ use ndflow_runtime::params::{bind, driver_layout, DriverBase};
 use ndflow_runtime::{Driver, DriverError};
 
 use super::convert::{from_nt, ConvertError};
+use ndflow_runtime::{Built, PortType};
 
 ndflow_core::params! {
     /// pvaDriver's own parameters.
@@ -227,6 +228,14 @@ impl Driver for PvaDriver {
         true
     }
 }
+
+/// The port type `type = "pvadriver"`.
+pub const PORT: PortType = PortType::driver(
+    "pvadriver",
+    "pvaDriver",
+    "Frames from an NTNDArray PV (another IOC, p4p); uniqueId gaps counted",
+    |_| Ok(Built::Driver(Box::new(PvaDriver::new()))),
+);
 
 #[cfg(test)]
 mod tests {

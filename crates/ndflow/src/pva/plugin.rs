@@ -14,13 +14,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ndflow_core::{NDArray, ParamDef};
+use ndflow_core::{NDArray, ParamDef, ParamStore};
 use ndflow_pva::server::SharedPv;
 use ndflow_pva::BitSet;
 use ndflow_runtime::params::{bind, plugin_layout};
-use ndflow_runtime::{Plugin, PluginError, ProcessContext};
+use ndflow_runtime::{Built, ConstructorKey, Plugin, PluginError, PortType, ProcessContext};
 
 use super::convert::to_nt;
+use super::ImagePvs;
 
 ndflow_core::params! {
     /// NDPluginPva's own parameters.
@@ -77,6 +78,14 @@ impl Plugin for PvaPlugin {
         PVA_PARAMS
     }
 
+    fn attached(&self, params: &Arc<ParamStore>) {
+        self.p.pv_name.set(params, self.pv_name.clone());
+        // The count changes as clients come and go, not only with frames.
+        let (params, subscribers) = (Arc::clone(params), self.p.subscribers);
+        self.pv
+            .on_subscribers_changed(move |n| subscribers.set(&params, n as i64));
+    }
+
     fn accepts_compressed(&self) -> bool {
         true
     }
@@ -114,6 +123,29 @@ impl Plugin for PvaPlugin {
         Ok(())
     }
 }
+
+/// The port type `type = "pva"`: publishes under `PvName` (constructor key; default the
+/// port's prefix followed by `Image`), registered with the IOC's image PVs when built in one.
+pub const PORT: PortType = PortType::plugin(
+    "pva",
+    "NDPluginPva",
+    "Publishes frames as an NTNDArray PV (zero-copy; latest-wins or lossless)",
+    |a| {
+        let name = match a.string("PvName")? {
+            Some(n) => n,
+            None => format!("{}Image", a.pv_prefix),
+        };
+        let pv = PvaPlugin::new_pv();
+        if let Some(pvs) = a.service::<ImagePvs>() {
+            pvs.add(name.clone(), pv.clone())?;
+        }
+        Ok(Built::Plugin(Arc::new(PvaPlugin::new(pv, name))))
+    },
+)
+.keys(&[ConstructorKey {
+    name: "PvName",
+    doc: "The NTNDArray PV's full name (default: IOC prefix, port prefix, then Image)",
+}]);
 
 #[cfg(test)]
 mod tests {
