@@ -34,6 +34,6 @@ pub use driver::{Driver, DriverError};
 pub use driver_port::DriverPort;
 pub use graph::{Graph, GraphError, PortHandle};
 pub use harness::PluginHarness;
-pub use plugin::{param_index, pool_of, Plugin, PluginError, ProcessContext, Resolved, Routing};
+pub use plugin::{pool_of, Plugin, PluginError, ProcessContext, Routing};
 pub use plugin_port::PluginPort;
 pub use port_type::{Built, ConstructorKey, PortArgs, PortType};

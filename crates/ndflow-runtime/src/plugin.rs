@@ -38,8 +38,10 @@ pub enum Routing {
 /// `max_threads() > 1`, so state that changes per frame needs its own lock.
 ///
 /// Settings: read them from `ctx.params` (this port's store, base parameters plus
-/// `params()`). To avoid a lookup per parameter per frame, cache indices at construction
-/// (`ParamStore::index` is stable) or cache a settings struct keyed by `ParamStore::version`.
+/// `params()`) through typed handles bound at construction against
+/// [`crate::params::plugin_layout`] of the same table (see `ndflow_core::params!`); for
+/// several values, one snapshot under [`ParamStore::with_values`] per frame or whenever
+/// `ParamStore::version` moves.
 pub trait Plugin: Send + Sync + 'static {
     /// PluginType_RBV, e.g. "NDPluginROI".
     fn plugin_type(&self) -> &'static str;
@@ -142,36 +144,4 @@ impl<'a> ProcessContext<'a> {
 /// Pool to use for a frame: its own buffer's pool, else `fallback`.
 pub fn pool_of(frame: &NDArray, fallback: &Pool) -> Pool {
     frame.buffer.pool().unwrap_or_else(|| fallback.clone())
-}
-
-/// The index of a parameter this plugin declared, or an error naming the plugin.
-pub fn param_index(params: &ParamStore, plugin: &str, name: &str) -> Result<usize, PluginError> {
-    params
-        .require(name)
-        .map_err(|e| PluginError::Other(format!("{plugin}: {e}")))
-}
-
-/// Parameter indices resolved on first use and kept: a plugin instance serves one port, whose
-/// store (and so every index) never changes.
-#[derive(Debug)]
-pub struct Resolved<T>(std::sync::OnceLock<T>);
-
-impl<T> Default for Resolved<T> {
-    fn default() -> Self {
-        Resolved(std::sync::OnceLock::new())
-    }
-}
-
-impl<T> Resolved<T> {
-    /// The cached value, or the result of `resolve` (cached when it succeeds).
-    pub fn get_or_resolve(
-        &self,
-        resolve: impl FnOnce() -> Result<T, PluginError>,
-    ) -> Result<&T, PluginError> {
-        if let Some(v) = self.0.get() {
-            return Ok(v);
-        }
-        let v = resolve()?;
-        Ok(self.0.get_or_init(|| v))
-    }
 }
