@@ -69,7 +69,7 @@ fn bench(c: &mut Criterion) {
     g.finish();
 
     for (name, data) in &sets {
-        let mut g = c.benchmark_group(format!("codec1/{name}"));
+        let mut g = c.benchmark_group(format!("lz4_bitshuffle_zlib/{name}"));
         g.throughput(Throughput::Bytes(n as u64));
         let cn = bslz4::compress(data, 2, 0, BsFraming::AreaDetector, &mut out).unwrap();
         let comp = out[..cn].to_vec();

@@ -2,19 +2,19 @@
 //! against python-blosc and Pillow (python/tests/test_codec_blosc_jpeg.py).
 //!
 //! ```text
-//! codec2_cli info
+//! blosc_jpeg_cli info
 //!     blosc version, compressors, shuffle implementation (key=value lines)
-//! codec2_cli compress blosc [--compressor C] [--clevel N] [--shuffle none|byte|bit]
+//! blosc_jpeg_cli compress blosc [--compressor C] [--clevel N] [--shuffle none|byte|bit]
 //!                           [--typesize N] [--threads N] [--blocksize N] IN OUT
-//! codec2_cli decompress blosc [--threads N] IN OUT
-//! codec2_cli compress jpeg --width W --height H [--components 1|3] [--quality Q]
+//! blosc_jpeg_cli decompress blosc [--threads N] IN OUT
+//! blosc_jpeg_cli compress jpeg --width W --height H [--components 1|3] [--quality Q]
 //!                          [--subsampling 444|422|420] IN OUT
-//! codec2_cli decompress jpeg IN OUT          (prints "W H C")
-//! codec2_cli bench blosc [blosc options] [--iters N] IN
+//! blosc_jpeg_cli decompress jpeg IN OUT          (prints "W H C")
+//! blosc_jpeg_cli bench blosc [blosc options] [--iters N] IN
 //!     prints ratio and compress/decompress MB/s (best of N, MB = 10^6 input bytes)
-//! codec2_cli bench jpeg --width W --height H [--components C] [--quality Q] [--iters N] IN
-//! codec2_cli gen poisson|ramp OUT
-//!     1024×1024 uint16 LE test frame, identical to benches/codec2.rs and the Python test
+//! blosc_jpeg_cli bench jpeg --width W --height H [--components C] [--quality Q] [--iters N] IN
+//! blosc_jpeg_cli gen poisson|ramp OUT
+//!     1024×1024 uint16 LE test frame, identical to benches/blosc_jpeg.rs and the Python test
 //!     (Poisson mean 0.5 from splitmix64 with integer CDF thresholds; ramp (x+y)·16)
 //! ```
 //! IN/OUT are raw files; `-` as OUT writes to stdout.
@@ -34,7 +34,7 @@ fn main() -> ExitCode {
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("codec2_cli: {e}");
+            eprintln!("blosc_jpeg_cli: {e}");
             ExitCode::FAILURE
         }
     }
@@ -182,7 +182,7 @@ fn run(args: &[String]) -> Res<()> {
         ("bench", "blosc") => bench_blosc(&opts, &pos),
         ("bench", "jpeg") => bench_jpeg(&opts, &pos),
         _ => Err(
-            "usage: codec2_cli info | compress|decompress|bench blosc|jpeg [options] IN [OUT]"
+            "usage: blosc_jpeg_cli info | compress|decompress|bench blosc|jpeg [options] IN [OUT]"
                 .into(),
         ),
     }

@@ -2,8 +2,8 @@
 //! (`python/tests/test_codec_bslz4_lz4_zlib.py`).
 //!
 //! ```text
-//! codec1_cli compress   CODEC ELEM_SIZE IN OUT [PARAM]
-//! codec1_cli decompress CODEC ELEM_SIZE IN OUT [OUTLEN]
+//! codec_cli compress   CODEC ELEM_SIZE IN OUT [PARAM]
+//! codec_cli decompress CODEC ELEM_SIZE IN OUT [OUTLEN]
 //! ```
 //! CODEC: `lz4` (raw block), `lz4hdf5`, `bslz4` (areaDetector framing), `bslz4-hdf5`
 //! (filter 32008 chunk), `zlib`, `bitshuffle` (transpose only). PARAM on compress: block
@@ -90,7 +90,7 @@ fn decompress(codec: &str, s: usize, data: &[u8], len: Option<usize>) -> Res<Vec
 fn main() -> Res<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 6 {
-        return Err("usage: codec1_cli compress|decompress CODEC ELEM_SIZE IN OUT [PARAM]".into());
+        return Err("usage: codec_cli compress|decompress CODEC ELEM_SIZE IN OUT [PARAM]".into());
     }
     let codec = args[2].as_str();
     let s: usize = arg(&args, 3, "ELEM_SIZE")?.unwrap_or(1);

@@ -1,9 +1,9 @@
 //! Blosc (LZ4 level 5 with byte and bit shuffle, one c-blosc thread) and JPEG (q90) speed on
 //! 1024×1024 frames. MB/s count uncompressed bytes; for JPEG "elem/s" are pixels.
 //!
-//! The frames are the ones `codec2_cli gen` writes and the Python test generates, so
+//! The frames are the ones `blosc_jpeg_cli gen` writes and the Python test generates, so
 //! `python python/tests/test_codec_blosc_jpeg.py bench` gives python-blosc's numbers for the
-//! same data. Run: `cargo bench -p ndflow-codec --bench codec2`.
+//! same data. Run: `cargo bench -p ndflow-codec --bench blosc_jpeg`.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use ndflow_codec::jpeg;
 const W: usize = 1024;
 const H: usize = 1024;
 
-/// P(X < k+1) · 2^64 for X ~ Poisson(0.5), k = 0..11 (same table as codec2_cli and Python).
+/// P(X < k+1) · 2^64 for X ~ Poisson(0.5), k = 0..11 (same table as blosc_jpeg_cli and Python).
 const POISSON_HALF_CDF: [u64; 12] = [
     0x9B45_97E3_7CB0_4FF3,
     0xE8E8_63D5_3B08_77ED,
