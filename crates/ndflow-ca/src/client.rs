@@ -214,7 +214,7 @@ impl Client {
             ch.circuit.send(m);
             return Ok(());
         }
-        let rx = ch.circuit.expect(ioid);
+        let rx = ch.circuit.reply_for(ioid);
         ch.circuit.send(m);
         let (h, _) = self.wait(&ch.circuit, ioid, rx, deadline)?;
         if h.p1 == eca::NORMAL {
@@ -272,7 +272,7 @@ impl Client {
         deadline: Instant,
     ) -> Result<Reading, ClientError> {
         let ioid = self.next_id();
-        let rx = ch.circuit.expect(ioid);
+        let rx = ch.circuit.reply_for(ioid);
         ch.circuit.send(message(
             Header::new(cmd::READ_NOTIFY, dbr.code(), count, ch.sid, ioid),
             &[],
@@ -348,7 +348,7 @@ async fn connect(inner: &Arc<Inner>, name: &str) -> Result<Channel, ClientError>
         }
     };
     let cid = inner.ids.fetch_add(1, Ordering::Relaxed);
-    let rx = circuit.expect(cid);
+    let rx = circuit.reply_for(cid);
     circuit.send(string_message(
         Header::new(cmd::CREATE_CHAN, 0, 0, cid, u32::from(MINOR_VERSION)),
         name,

@@ -152,8 +152,8 @@ impl Circuit {
         let _ = self.tx.send(m);
     }
 
-    /// Wait for the reply routed by `id` (cid or ioid).
-    pub(crate) fn expect(&self, id: u32) -> oneshot::Receiver<Reply> {
+    /// Where the reply routed by `id` (cid or ioid) will arrive; register before sending.
+    pub(crate) fn reply_for(&self, id: u32) -> oneshot::Receiver<Reply> {
         let (tx, rx) = oneshot::channel();
         if self.is_alive() {
             self.routes.lock().pending.insert(id, tx);
