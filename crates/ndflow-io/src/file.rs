@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use ndflow_core::param::DefaultValue;
 use ndflow_core::{AttrValue, NDArray, ParamDef, ParamStore, ParamValue, Pool};
-use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::port_params::{bind, plugin_layout};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 

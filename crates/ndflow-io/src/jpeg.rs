@@ -11,7 +11,7 @@ use std::path::Path;
 
 use ndflow_codec::jpeg;
 use ndflow_core::{ColorMode, DataType, NDArray, ParamDef, ParamStore};
-use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::port_params::{bind, plugin_layout};
 
 use crate::file::{FileWriterPlugin, Format};
 use crate::tiff::{interleave, layout, TiffLayout};

@@ -8,7 +8,7 @@ use common::{frame, hdf5_harness, hdf5_stream, read_all, shape, str_attr, with_a
 use ndflow_core::{AttrValue, NDAttribute, ParamStore, SourceType};
 use ndflow_io::hdf5::{ATTR_GROUP, DATA_PATH, DETECTOR_ATTR_GROUP, LINK_PATH, PERFORMANCE_PATH};
 use ndflow_io::Hdf5FilePlugin;
-use ndflow_runtime::params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
+use ndflow_runtime::port_params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
 use ndflow_runtime::Plugin;
 
 fn frames(n: i32) -> Vec<ndflow_core::NDArray> {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use ndflow_core::handle::join;
 use ndflow_core::{DataType, NDArray, ParamDef, ParamStore, ParamValue};
-use ndflow_runtime::params::{bind, bind_first, plugin_layout};
+use ndflow_runtime::port_params::{bind, bind_first, plugin_layout};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 

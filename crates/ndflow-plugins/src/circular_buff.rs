@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use ndflow_core::handle::{Param, Str};
 use ndflow_core::{NDArray, ParamDef, ParamStore, ParamValue};
-use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::port_params::{bind, plugin_layout};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 

@@ -22,7 +22,7 @@ use ndflow_codec::blosc::{BloscCompressor, BloscParams, BloscShuffle};
 use ndflow_codec::bslz4::BsFraming;
 use ndflow_codec::{blosc, bslz4, jpeg, lz4, zlib, CodecError};
 use ndflow_core::{Codec, ColorMode, DataType, NDArray, ParamDef, ParamStore, Pool};
-use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::port_params::{bind, plugin_layout};
 use ndflow_runtime::{Built, PortType};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 

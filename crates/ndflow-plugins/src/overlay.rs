@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use ndflow_core::handle::join;
 use ndflow_core::{with_pixel_type, ColorMode, NDArray, ParamDef, ParamStore, ParamValue};
-use ndflow_runtime::params::{bind, bind_first, plugin_layout};
+use ndflow_runtime::port_params::{bind, bind_first, plugin_layout};
 use ndflow_runtime::{Built, PortType};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;

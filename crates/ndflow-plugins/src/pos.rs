@@ -26,7 +26,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use ndflow_core::{AttrValue, NDArray, NDAttribute, ParamDef, ParamStore, ParamValue};
-use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::port_params::{bind, plugin_layout};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 

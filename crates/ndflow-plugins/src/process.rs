@@ -33,7 +33,9 @@ use ndflow_core::handle::{Flag, Menu, Param};
 use ndflow_core::{
     convert_slice, with_pixel_type, DataType, NDArray, ParamDef, ParamStore, ParamValue,
 };
-use ndflow_runtime::params::{bind, plugin_layout, DATA_TYPE_AUTOMATIC, DATA_TYPE_OUT_CHOICES};
+use ndflow_runtime::port_params::{
+    bind, plugin_layout, DATA_TYPE_AUTOMATIC, DATA_TYPE_OUT_CHOICES,
+};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 

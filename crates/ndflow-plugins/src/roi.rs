@@ -29,7 +29,7 @@ use ndflow_core::handle::{Flag, Int, Param};
 use ndflow_core::{
     with_pixel_type, Codec, ColorMode, DataType, Dim, NDArray, ParamDef, ParamValue, MAX_DIMS,
 };
-use ndflow_runtime::params::{
+use ndflow_runtime::port_params::{
     bind, plugin_layout, PluginBase, DATA_TYPE_AUTOMATIC, DATA_TYPE_OUT_CHOICES,
 };
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};

@@ -32,7 +32,7 @@ use ndflow_core::handle::{join, Array, Float, Param};
 use ndflow_core::{
     with_pixel_type, AttrValue, DataType, NDArray, NDAttribute, ParamDef, ParamStore, ParamValue,
 };
-use ndflow_runtime::params::{bind, bind_first, plugin_layout};
+use ndflow_runtime::port_params::{bind, bind_first, plugin_layout};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 
 pub use kernel::{scan, scan_portable, Rect, RoiPixel, RoiStats};

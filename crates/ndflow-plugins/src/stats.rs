@@ -46,7 +46,7 @@ use ndflow_core::{
     with_pixel_type, ArrayValue, BufferMut, DataType, NDArray, ParamDef, ParamStore, ParamValue,
     Pool, MAX_DIMS,
 };
-use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::port_params::{bind, plugin_layout};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 

@@ -14,7 +14,9 @@
 use std::sync::Arc;
 
 use ndflow_core::{convert_slice, with_pixel_type, ArrayValue, DataType, NDArray, ParamDef};
-use ndflow_runtime::params::{bind, plugin_layout, DATA_TYPE_AUTOMATIC, DATA_TYPE_OUT_CHOICES};
+use ndflow_runtime::port_params::{
+    bind, plugin_layout, DATA_TYPE_AUTOMATIC, DATA_TYPE_OUT_CHOICES,
+};
 use ndflow_runtime::{Built, PortType};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 

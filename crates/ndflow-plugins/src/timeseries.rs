@@ -35,7 +35,7 @@ use ndflow_core::{
     with_pixel_type, ArrayValue, DataType, EpicsTimeStamp, NDArray, ParamDef, ParamStore,
     ParamValue, Pixel,
 };
-use ndflow_runtime::params::{bind, bind_first, plugin_layout};
+use ndflow_runtime::port_params::{bind, bind_first, plugin_layout};
 use ndflow_runtime::{Built, ConstructorKey, PortType};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;

@@ -30,7 +30,7 @@ mod tests;
 use std::sync::Arc;
 
 use ndflow_core::{with_pixel_type, ColorMode, Dim, NDArray, ParamDef};
-use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::port_params::{bind, plugin_layout};
 use ndflow_runtime::{Built, PortType};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 

@@ -237,7 +237,7 @@ fn colour_and_compressed_frames_are_unsupported() {
 
 #[test]
 fn every_template_record_is_served() {
-    use ndflow_runtime::params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
+    use ndflow_runtime::port_params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
     let tables = [ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS, BAD_PIXEL_PARAMS];
     common::check_records("NDBadPixel", &tables, &[""], true);
 }

@@ -333,7 +333,7 @@ fn unsupported_conversions_are_refused() {
 
 #[test]
 fn every_template_record_is_served() {
-    use ndflow_runtime::params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
+    use ndflow_runtime::port_params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
     let tables = [ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS, COLOR_CONVERT_PARAMS];
     common::check_records("NDColorConvert", &tables, &[""], true);
 }

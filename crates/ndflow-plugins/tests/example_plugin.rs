@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use ndflow_core::{NDArray, ParamDef, ParamValue};
-use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::port_params::{bind, plugin_layout};
 use ndflow_runtime::{
     Built, Graph, Plugin, PluginError, PluginHarness, PortArgs, PortType, ProcessContext,
 };

@@ -171,7 +171,7 @@ fn unsupported_inputs() {
 
 #[test]
 fn every_template_record_is_served() {
-    use ndflow_runtime::params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
+    use ndflow_runtime::port_params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
     let tables = [ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS, FFT_PARAMS];
     common::check_records("NDFFT", &tables, &[""], true);
 }

@@ -322,7 +322,7 @@ fn unsupported_inputs_are_errors_not_panics() {
 /// Every record of NDOverlay (port) and NDOverlayN (under `1:` .. `8:`), menus in order.
 #[test]
 fn every_template_record_is_served() {
-    use ndflow_runtime::params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
+    use ndflow_runtime::port_params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
     let tables = [ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS, OVERLAY_PARAMS];
     let overlays: Vec<String> = (1..=8).map(|n| format!("{n}:")).collect();
     let overlays: Vec<&str> = overlays.iter().map(String::as_str).collect();

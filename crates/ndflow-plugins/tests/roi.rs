@@ -8,7 +8,7 @@ use ndflow_core::{
     ParamValue, Pixel,
 };
 use ndflow_plugins::roi::{RoiPlugin, ROI_PARAMS};
-use ndflow_runtime::params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
+use ndflow_runtime::port_params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
 use ndflow_runtime::{Plugin, PluginHarness};
 use num_traits::AsPrimitive;
 use rand::{Rng, SeedableRng};

@@ -401,8 +401,8 @@ fn parameter_table() {
     assert!(big.params.to_json().contains_key("32:TSTimestamp"));
     assert_eq!(big.plugin.params().len(), ROISTAT_PARAMS.len());
     let dups = ndflow_core::ParamStore::duplicate_names(&[
-        ndflow_runtime::params::ARRAY_BASE_PARAMS,
-        ndflow_runtime::params::PLUGIN_BASE_PARAMS,
+        ndflow_runtime::port_params::ARRAY_BASE_PARAMS,
+        ndflow_runtime::port_params::PLUGIN_BASE_PARAMS,
         ROISTAT_PARAMS,
     ]);
     assert!(dups.is_empty(), "{dups:?}");

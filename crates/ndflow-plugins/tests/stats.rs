@@ -712,8 +712,8 @@ fn parameter_table_and_pv_names() {
     assert!(h.put("HistSize", 0).is_err());
     assert!(h.put("BgdWidth", -1).is_err());
     let dups = ndflow_core::ParamStore::duplicate_names(&[
-        ndflow_runtime::params::ARRAY_BASE_PARAMS,
-        ndflow_runtime::params::PLUGIN_BASE_PARAMS,
+        ndflow_runtime::port_params::ARRAY_BASE_PARAMS,
+        ndflow_runtime::port_params::PLUGIN_BASE_PARAMS,
         STATS_PARAMS,
     ]);
     assert!(dups.is_empty(), "{dups:?}");

@@ -7,7 +7,7 @@ use ndflow_core::{
     with_pixel_type, ArrayValue, Buffer, DataType, NDArray, ParamStore, ParamValue, Pixel,
 };
 use ndflow_plugins::std_arrays::{StdArraysPlugin, STD_ARRAYS_PARAMS};
-use ndflow_runtime::params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
+use ndflow_runtime::port_params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
 use ndflow_runtime::{Plugin, PluginHarness};
 use num_traits::AsPrimitive;
 

@@ -205,7 +205,7 @@ fn unsupported_inputs_are_errors_not_panics() {
 
 #[test]
 fn every_template_record_is_served() {
-    use ndflow_runtime::params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
+    use ndflow_runtime::port_params::{ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS};
     let tables = [ARRAY_BASE_PARAMS, PLUGIN_BASE_PARAMS, TRANSFORM_PARAMS];
     common::check_records("NDTransform", &tables, &[""], true);
 }

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use ndflow_core::{AttrValue, NDArray, NDAttribute, ParamKind, ParamStore, ParamValue, SourceType};
 use parking_lot::{Mutex, RwLock};
 
-use crate::params::ArrayBaseParams;
+use crate::port_params::ArrayBaseParams;
 
 /// The latest value of a watched PV, written by the reader's monitor.
 pub type PvCell = Arc<Mutex<AttrValue>>;

@@ -22,7 +22,7 @@ pub trait Driver: Send + 'static {
     /// e.g. "simDetector" (for logs).
     fn driver_type(&self) -> &'static str;
     /// This driver's own declarations; the runtime adds NDArrayBase/ADBase ones
-    /// ([`crate::params::DRIVER_PARAMS`]), whose defaults the driver may override in `init`.
+    /// ([`crate::port_params::DRIVER_PARAMS`]), whose defaults the driver may override in `init`.
     fn params(&self) -> &'static [ParamDef];
     /// Called once when the port is created: set identity readbacks (Manufacturer_RBV,
     /// Model_RBV, MaxSizeX_RBV, ...) and defaults.

@@ -13,8 +13,8 @@ use parking_lot::{Condvar, Mutex};
 use crate::attr_file::PortAttributes;
 use crate::driver::{Driver, DriverError};
 use crate::meta::FrameMeta;
-use crate::params::{ArrayBaseParams, DetectorState, DriverBase};
 use crate::plugin_port::Fanout;
+use crate::port_params::{ArrayBaseParams, DetectorState, DriverBase};
 
 /// Frames held by plugins downstream (for WaitForPlugins and NumQueuedArrays).
 pub(crate) type BusyProbe = Arc<dyn Fn() -> u64 + Send + Sync>;

@@ -13,9 +13,9 @@ use thiserror::Error;
 use crate::attr_file::{PortAttributes, PvReader};
 use crate::driver::{Driver, DriverError};
 use crate::driver_port::DriverPort;
-use crate::params::{driver_layout, plugin_layout, ArrayBaseParams};
 use crate::plugin::Plugin;
 use crate::plugin_port::{distinct, Fanout, PluginPort};
+use crate::port_params::{driver_layout, plugin_layout, ArrayBaseParams};
 use crate::scheduler::Scheduler;
 use crate::wakeup::Wakeup;
 

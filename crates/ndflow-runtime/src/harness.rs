@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use ndflow_core::{NDArray, ParamError, ParamStore, ParamValue, Pool};
 
-use crate::params::plugin_layout;
 use crate::plugin::{pool_of, Plugin, PluginError, ProcessContext};
+use crate::port_params::plugin_layout;
 
 /// A plugin with its parameter store (base + its own), processing frames synchronously.
 pub struct PluginHarness<P: Plugin> {

@@ -3,7 +3,7 @@
 
 use ndflow_core::{ArrayValue, Buffer, DataType, NDArray, ParamValue};
 
-use crate::params::ArrayBaseParams;
+use crate::port_params::ArrayBaseParams;
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FrameMeta {

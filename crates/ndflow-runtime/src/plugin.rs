@@ -39,7 +39,7 @@ pub enum Routing {
 ///
 /// Settings: read them from `ctx.params` (this port's store, base parameters plus
 /// `params()`) through typed handles bound at construction against
-/// [`crate::params::plugin_layout`] of the same table (see `ndflow_core::params!`); for
+/// [`crate::port_params::plugin_layout`] of the same table (see `ndflow_core::params!`); for
 /// several values, one snapshot under [`ParamStore::with_values`] per frame or whenever
 /// `ParamStore::version` moves.
 pub trait Plugin: Send + Sync + 'static {

@@ -27,8 +27,8 @@ use parking_lot::Mutex;
 use crate::accounting::{Accounting, DropReason};
 use crate::attr_file::PortAttributes;
 use crate::meta::FrameMeta;
-use crate::params::{ArrayBaseParams, PluginBase};
 use crate::plugin::{pool_of, Plugin, PluginError, ProcessContext, Routing};
+use crate::port_params::{ArrayBaseParams, PluginBase};
 use crate::scheduler::Scheduler;
 use crate::wakeup::Wakeup;
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use ndflow_core::{ParamDef, ParamValue};
 
 use crate::driver::Driver;
-use crate::params::{ARRAY_BASE_PARAMS, DRIVER_PARAMS, PLUGIN_BASE_PARAMS};
 use crate::plugin::Plugin;
+use crate::port_params::{ARRAY_BASE_PARAMS, DRIVER_PARAMS, PLUGIN_BASE_PARAMS};
 
 /// A key of a port's config table that is read once, when the port is built (a size fixed
 /// for the port's life), rather than set as a parameter.

@@ -3,7 +3,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use ndflow_core::{ParamStore, ParamValue, Pool};
-use ndflow_runtime::params::{ARRAY_BASE_PARAMS, DRIVER_PARAMS};
+use ndflow_runtime::port_params::{ARRAY_BASE_PARAMS, DRIVER_PARAMS};
 use ndflow_runtime::Driver;
 use ndflow_sim::{SimDetector, SIM_PARAMS};
 

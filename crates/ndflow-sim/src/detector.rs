@@ -1,7 +1,7 @@
 //! [`SimDetector`]: the [`Driver`] glue — settings snapshot, reset detection, readout.
 
 use ndflow_core::{with_pixel_type, Dim, NDArray, ParamDef, ParamStore, Pool};
-use ndflow_runtime::params::{bind, driver_layout, DriverBase};
+use ndflow_runtime::port_params::{bind, driver_layout, DriverBase};
 use ndflow_runtime::{Driver, DriverError};
 
 use crate::generate::{Generator, Words};

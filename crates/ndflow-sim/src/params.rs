@@ -8,7 +8,7 @@
 
 use ndflow_core::handle::{Float, Int};
 use ndflow_core::{ColorMode, DataType, Param, ParamStore, ParamValue};
-use ndflow_runtime::params::DriverBase;
+use ndflow_runtime::port_params::DriverBase;
 
 pub const SIM_MODE_CHOICES: &[&str] = &["LinearRamp", "Peaks", "Sine", "Offset&Noise"];
 pub const SINE_OPERATION_CHOICES: &[&str] = &["Add", "Multiply"];
@@ -297,7 +297,7 @@ mod tests {
 
     #[test]
     fn table_has_no_duplicates_with_driver_tables() {
-        use ndflow_runtime::params::{ARRAY_BASE_PARAMS, DRIVER_PARAMS};
+        use ndflow_runtime::port_params::{ARRAY_BASE_PARAMS, DRIVER_PARAMS};
         assert!(
             ParamStore::duplicate_names(&[ARRAY_BASE_PARAMS, DRIVER_PARAMS, SIM_PARAMS]).is_empty()
         );

@@ -3,7 +3,7 @@
 use ndflow_core::{
     with_pixel_type, ColorMode, DataType, NDArray, ParamStore, ParamValue, Pixel, Pool,
 };
-use ndflow_runtime::params::{ARRAY_BASE_PARAMS, DRIVER_PARAMS};
+use ndflow_runtime::port_params::{ARRAY_BASE_PARAMS, DRIVER_PARAMS};
 use ndflow_runtime::Driver;
 use ndflow_sim::{SimDetector, SIM_PARAMS};
 

@@ -4,7 +4,7 @@
 use ndflow_codec::blosc::{BloscCompressor, BloscParams, BloscShuffle};
 use ndflow_core::handle::{Int, Str};
 use ndflow_core::{NDArray, Param, ParamDef, ParamStore, ParamValue};
-use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::port_params::{bind, plugin_layout};
 
 use super::chunk::DataFilter;
 use super::extra_dims::ExtraDims;

@@ -18,7 +18,7 @@ use ndflow_pva::client::{
 };
 use ndflow_pva::nt::ntndarray::NtNdArray;
 use ndflow_pva::FieldDesc;
-use ndflow_runtime::params::{bind, driver_layout, DriverBase};
+use ndflow_runtime::port_params::{bind, driver_layout, DriverBase};
 use ndflow_runtime::{Driver, DriverError};
 
 use super::convert::{from_nt, ConvertError};

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use ndflow_core::{NDArray, ParamDef, ParamStore};
 use ndflow_pva::server::SharedPv;
 use ndflow_pva::BitSet;
-use ndflow_runtime::params::{bind, plugin_layout};
+use ndflow_runtime::port_params::{bind, plugin_layout};
 use ndflow_runtime::{Built, ConstructorKey, Plugin, PluginError, PortType, ProcessContext};
 
 use super::convert::to_nt;
