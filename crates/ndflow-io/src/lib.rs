@@ -22,7 +22,6 @@ pub mod file;
 pub mod hdf5;
 pub mod jpeg;
 pub mod tiff;
-pub mod tiff_read;
 
 pub use file::{FileWriterPlugin, Format};
 pub use hdf5::{Hdf5FilePlugin, Hdf5Format};

@@ -26,15 +26,17 @@ use tiff::encoder::{DirectoryEncoder, TiffEncoder, TiffKind, TiffValue};
 use tiff::tags::{PhotometricInterpretation, SampleFormat, Tag};
 use tiff::TiffError;
 
-use crate::file::{FileWriterPlugin, Format};
 use ndflow_runtime::{Built, PortType};
 
-pub const TAG_TIMESTAMP: u16 = 65000;
-pub const TAG_UNIQUE_ID: u16 = 65001;
-pub const TAG_EPICS_TS_SEC: u16 = 65002;
-pub const TAG_EPICS_TS_NSEC: u16 = 65003;
-pub const TAG_FIRST_ATTRIBUTE: u16 = 65010;
-pub const TAG_LAST_ATTRIBUTE: u16 = 65535;
+use crate::file::{FileWriterPlugin, Format};
+
+pub mod read;
+pub mod tags;
+
+pub use tags::{
+    TAG_EPICS_TS_NSEC, TAG_EPICS_TS_SEC, TAG_FIRST_ATTRIBUTE, TAG_LAST_ATTRIBUTE, TAG_TIMESTAMP,
+    TAG_UNIQUE_ID,
+};
 
 ndflow_core::params! {
     /// NDFileTIFF's own parameters: only the FileFormat menu.
@@ -330,7 +332,7 @@ impl Format for TiffFormat {
     }
 
     fn read(&mut self, path: &Path, pool: &Pool) -> io::Result<NDArray> {
-        crate::tiff_read::read_tiff(path, pool)
+        read::read_tiff(path, pool)
     }
 }
 

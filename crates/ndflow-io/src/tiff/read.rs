@@ -15,7 +15,7 @@ use tiff::decoder::{ifd::Value, Decoder, Limits};
 use tiff::tags::{PlanarConfiguration, SampleFormat, Tag};
 use tiff::{ColorType, TiffError};
 
-use crate::tiff::{
+use super::tags::{
     TAG_EPICS_TS_NSEC, TAG_EPICS_TS_SEC, TAG_FIRST_ATTRIBUTE, TAG_LAST_ATTRIBUTE, TAG_TIMESTAMP,
     TAG_UNIQUE_ID,
 };
