@@ -17,10 +17,12 @@
 //!
 //! Groups not filling a whole chunk are handed to the scalar kernel.
 //!
-//! Every function here is `unsafe`: it needs AVX2 (the caller checks
-//! `is_x86_feature_detected!("avx2")`), and most read and write through raw pointers
-//! within `8 * s * nrow` bytes of `input` and `out`, which the caller guarantees
-//! (`input.len() == out.len() == 8 * s * nrow`).
+//! Every function here needs AVX2 (the caller checks `is_x86_feature_detected!("avx2")`).
+//! Those that read and write through raw pointers are `unsafe` and stay within
+//! `8 * s * nrow` bytes of `input` and `out`, which the caller guarantees
+//! (`input.len() == out.len() == 8 * s * nrow`); the register-only helpers
+//! (`transpose_words`, `swap_bits`, `transpose_rows`) are safe `#[target_feature]` functions,
+//! callable without `unsafe` from the AVX2 functions here.
 
 use super::scalar;
 use std::arch::x86_64::*;
@@ -28,18 +30,26 @@ use std::ptr;
 
 /// Writes the 8 bit rows of one byte plane: 32 elements' byte `j` in `v` become 4 bytes
 /// of rows `row0..row0 + 8` at byte offset `off`.
+///
+/// # Safety
+/// AVX2 available; `out` writable for rows `row0..row0 + 8` of `nrow` bytes each, with
+/// `off + 4 <= nrow`.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn emit_plane(mut v: __m256i, out: *mut u8, row0: usize, nrow: usize, off: usize) {
     for b in (0..8).rev() {
         let m = _mm256_movemask_epi8(v) as u32;
-        // SAFETY: row0 + b < 8 * s and off + 4 <= nrow, so the 4 bytes lie inside `out`
-        // (caller contract, see the module docs).
+        // SAFETY: row0 + b < row0 + 8 and off + 4 <= nrow, so the 4 bytes lie inside `out`
+        // (the caller's contract above).
         unsafe { ptr::write_unaligned(out.add((row0 + b) * nrow + off).cast::<u32>(), m.to_le()) };
         v = _mm256_add_epi8(v, v);
     }
 }
 
+/// Unaligned 32-byte load.
+///
+/// # Safety
+/// AVX2 available; `p` readable for 32 bytes.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn load(p: *const u8) -> __m256i {
@@ -47,6 +57,10 @@ unsafe fn load(p: *const u8) -> __m256i {
     unsafe { _mm256_loadu_si256(p.cast::<__m256i>()) }
 }
 
+/// Unaligned 32-byte store.
+///
+/// # Safety
+/// AVX2 available; `p` writable for 32 bytes.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn store(p: *mut u8, v: __m256i) {
@@ -57,7 +71,8 @@ unsafe fn store(p: *mut u8, v: __m256i) {
 /// Bit-transposes a whole block (`input.len() == out.len() == 8 * s * nrow`).
 ///
 /// # Safety
-/// AVX2 must be available; the lengths must be as stated.
+/// AVX2 must be available (the caller checks `is_x86_feature_detected!("avx2")`); the
+/// lengths must be as stated.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn trans(input: &[u8], out: &mut [u8], s: usize, nrow: usize) {
     debug_assert!(input.len() == 8 * s * nrow && out.len() == 8 * s * nrow);
@@ -66,8 +81,9 @@ pub(super) unsafe fn trans(input: &[u8], out: &mut [u8], s: usize, nrow: usize) 
     // Wide chunks of 32 groups (256 elements) for 1- and 2-byte elements.
     let wide = if s <= 2 { nrow / 32 } else { 0 };
     for c in 0..wide {
-        // SAFETY: wide chunk c reads elements 256c..256c + 256 (bytes up to 256 * s * wide
-        // <= 8 * s * nrow) and writes bytes 32c..32c + 32 <= nrow of rows 0..8 * s.
+        // SAFETY: AVX2 is enabled here too; wide chunk c reads elements 256c..256c + 256
+        // (bytes up to 256 * s * wide <= 8 * s * nrow) and writes bytes 32c..32c + 32 <= nrow
+        // of rows 0..8 * s.
         unsafe {
             if s == 1 {
                 trans1_wide(inp.add(256 * c), outp, nrow, 32 * c);
@@ -79,8 +95,9 @@ pub(super) unsafe fn trans(input: &[u8], out: &mut [u8], s: usize, nrow: usize) 
     // Then chunks of 4 groups (32 elements) with movemask.
     let c0 = wide * 8;
     let chunks = nrow / 4;
-    // SAFETY (all arms): chunk c reads elements 32c..32c + 32, i.e. bytes up to
-    // 32 * s * chunks <= 8 * s * nrow, and writes bytes 4c..4c + 4 of each row.
+    // SAFETY: (all arms) AVX2 is enabled here too; chunk c reads elements 32c..32c + 32,
+    // i.e. bytes up to 32 * s * chunks <= 8 * s * nrow (and `tmp` is 32 bytes), and writes
+    // bytes 4c..4c + 4 <= nrow of each of the 8 * s rows.
     unsafe {
         match s {
             1 => {
@@ -190,6 +207,10 @@ pub(super) unsafe fn trans(input: &[u8], out: &mut [u8], s: usize, nrow: usize) 
 }
 
 /// 32 elements of 8 bytes at `p` -> 4 bytes of each of the 64 rows.
+///
+/// # Safety
+/// AVX2 available; `p` readable for 256 bytes; `outp` writable for 64 rows of `nrow` bytes,
+/// with `off + 4 <= nrow`.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn trans8_chunk(p: *const u8, outp: *mut u8, nrow: usize, off: usize) {
@@ -212,7 +233,8 @@ unsafe fn trans8_chunk(p: *const u8, outp: *mut u8, nrow: usize, off: usize) {
     }
     let planes = transpose_words(&v);
     for (j, pl) in planes.into_iter().enumerate() {
-        // SAFETY: forwarded caller contract (64 rows of nrow bytes, off + 4 <= nrow).
+        // SAFETY: AVX2 is enabled here too; forwarded caller contract (rows 8j..8j + 8 <= 64
+        // of nrow bytes, off + 4 <= nrow).
         unsafe { emit_plane(pl, outp, 8 * j, nrow, off) };
     }
 }
@@ -221,7 +243,7 @@ unsafe fn trans8_chunk(p: *const u8, outp: *mut u8, nrow: usize, off: usize) {
 /// `v[i]` becomes word `i` of lane `l` of the result's vector `k`.
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn transpose_words(v: &[__m256i; 8]) -> [__m256i; 8] {
+fn transpose_words(v: &[__m256i; 8]) -> [__m256i; 8] {
     let t0 = _mm256_unpacklo_epi16(v[0], v[1]);
     let t1 = _mm256_unpackhi_epi16(v[0], v[1]);
     let t2 = _mm256_unpacklo_epi16(v[2], v[3]);
@@ -253,6 +275,10 @@ unsafe fn transpose_words(v: &[__m256i; 8]) -> [__m256i; 8] {
 /// Encodes 32 groups of one byte plane. `w[i]`: lane 0 holds, for element position
 /// `k = 0..8`, the word (byte of group 2i, byte of group 2i + 1); lane 1 the same for
 /// groups 16 + 2i and 17 + 2i. Writes 32 bytes at `off` of rows `row0..row0 + 8`.
+///
+/// # Safety
+/// AVX2 available; `out` writable for rows `row0..row0 + 8` of `nrow` bytes, with
+/// `off + 32 <= nrow`.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn emit_rows(w: &[__m256i; 8], out: *mut u8, row0: usize, nrow: usize, off: usize) {
@@ -261,11 +287,16 @@ unsafe fn emit_rows(w: &[__m256i; 8], out: *mut u8, row0: usize, nrow: usize, of
     let mut e = transpose_words(w);
     transpose_rows(&mut e);
     for (b, eb) in e.iter().enumerate() {
-        // SAFETY: the caller guarantees rows row0..row0 + 8 and off + 32 <= nrow.
+        // SAFETY: AVX2 is enabled here too; row0 + b < row0 + 8 and off + 32 <= nrow, so
+        // the 32 bytes lie inside `out` (the caller's contract).
         unsafe { store(out.add((row0 + b) * nrow + off), *eb) };
     }
 }
 
+/// Two unaligned 16-byte loads as the low (`lo`) and high (`hi`) halves of one vector.
+///
+/// # Safety
+/// AVX2 available; `lo` and `hi` readable for 16 bytes each.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn load2(lo: *const u8, hi: *const u8) -> __m256i {
@@ -279,6 +310,10 @@ unsafe fn load2(lo: *const u8, hi: *const u8) -> __m256i {
 }
 
 /// 256 one-byte elements at `p` (32 groups) -> 32 bytes at `off` of each of the 8 rows.
+///
+/// # Safety
+/// AVX2 available; `p` readable for 256 bytes; `out` writable for 8 rows of `nrow` bytes,
+/// with `off + 32 <= nrow`.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn trans1_wide(p: *const u8, out: *mut u8, nrow: usize, off: usize) {
@@ -288,15 +323,20 @@ unsafe fn trans1_wide(p: *const u8, out: *mut u8, nrow: usize, off: usize) {
     );
     let mut w = [_mm256_setzero_si256(); 8];
     for (i, wi) in w.iter_mut().enumerate() {
-        // SAFETY: the caller passes 256 readable bytes at p; groups are 8 bytes.
+        // SAFETY: AVX2 is enabled here too; 128 + 16i + 16 <= 256 for i < 8, and the caller
+        // passes 256 readable bytes at p.
         *wi = _mm256_shuffle_epi8(unsafe { load2(p.add(16 * i), p.add(128 + 16 * i)) }, m);
     }
-    // SAFETY: forwarded caller contract (8 rows, off + 32 <= nrow).
+    // SAFETY: AVX2 is enabled here too; forwarded caller contract (8 rows, off + 32 <= nrow).
     unsafe { emit_rows(&w, out, 0, nrow, off) };
 }
 
 /// 256 two-byte elements at `p` (32 groups of 16 bytes) -> 32 bytes at `off` of each of
 /// the 16 rows.
+///
+/// # Safety
+/// AVX2 available; `p` readable for 512 bytes; `out` writable for 16 rows of `nrow` bytes,
+/// with `off + 32 <= nrow`.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn trans2_wide(p: *const u8, out: *mut u8, nrow: usize, off: usize) {
@@ -307,7 +347,8 @@ unsafe fn trans2_wide(p: *const u8, out: *mut u8, nrow: usize, off: usize) {
     let mut w0 = [_mm256_setzero_si256(); 8];
     let mut w1 = [_mm256_setzero_si256(); 8];
     for i in 0..8 {
-        // SAFETY: the caller passes 512 readable bytes at p; group g is at 16g.
+        // SAFETY: AVX2 is enabled here too; 256 + 32i + 32 <= 512 for i < 8, and the caller
+        // passes 512 readable bytes at p.
         let (x, y) = unsafe {
             (
                 load2(p.add(32 * i), p.add(256 + 32 * i)),
@@ -320,7 +361,8 @@ unsafe fn trans2_wide(p: *const u8, out: *mut u8, nrow: usize, off: usize) {
         w0[i] = _mm256_unpacklo_epi8(x, y);
         w1[i] = _mm256_unpackhi_epi8(x, y);
     }
-    // SAFETY: forwarded caller contract (16 rows, off + 32 <= nrow).
+    // SAFETY: AVX2 is enabled here too; forwarded caller contract (rows 0..8 and 8..16 of
+    // the 16, off + 32 <= nrow).
     unsafe {
         emit_rows(&w0, out, 0, nrow, off);
         emit_rows(&w1, out, 8, nrow, off);
@@ -331,7 +373,7 @@ unsafe fn trans2_wide(p: *const u8, out: *mut u8, nrow: usize, off: usize) {
 /// `b` (16-bit shifts are fine: the mask drops the bits that cross a byte boundary).
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn swap_bits<const SHIFT: i32>(a: __m256i, b: __m256i, mask: __m256i) -> (__m256i, __m256i) {
+fn swap_bits<const SHIFT: i32>(a: __m256i, b: __m256i, mask: __m256i) -> (__m256i, __m256i) {
     let t = _mm256_and_si256(_mm256_xor_si256(a, _mm256_slli_epi16::<SHIFT>(b)), mask);
     (
         _mm256_xor_si256(a, t),
@@ -345,7 +387,7 @@ unsafe fn swap_bits<const SHIFT: i32>(a: __m256i, b: __m256i, mask: __m256i) -> 
 /// work (12 swaps of 6 ops for 32 matrices instead of 8 x 18 ops on 64-bit lanes).
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn transpose_rows(r: &mut [__m256i; 8]) {
+fn transpose_rows(r: &mut [__m256i; 8]) {
     let m1 = _mm256_set1_epi8(0xAAu8 as i8);
     let m2 = _mm256_set1_epi8(0xCCu8 as i8);
     let m4 = _mm256_set1_epi8(0xF0u8 as i8);
@@ -363,12 +405,17 @@ unsafe fn transpose_rows(r: &mut [__m256i; 8]) {
 /// Decodes 32 groups of one plane: reads 32 bytes at `off` of the 8 rows starting at `rows`
 /// (row stride `nrow`) and writes the plane's 256 bytes (byte `j` of 256 elements, in
 /// element order) to `dst`.
+///
+/// # Safety
+/// AVX2 available; `rows` readable for 8 rows of `nrow` bytes with `off + 32 <= nrow`;
+/// `dst` writable for 256 bytes.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn untrans_plane(rows: *const u8, nrow: usize, off: usize, dst: *mut u8) {
     let mut r = [_mm256_setzero_si256(); 8];
     for (b, rb) in r.iter_mut().enumerate() {
-        // SAFETY: the caller guarantees 8 rows of nrow bytes at rows, with off + 32 <= nrow.
+        // SAFETY: AVX2 is enabled here too; b < 8 and off + 32 <= nrow, so the 32 bytes lie in
+        // the caller's 8 rows of nrow bytes at rows.
         *rb = unsafe { load(rows.add(b * nrow + off)) };
     }
     // Bit transpose first (r[k] becomes byte j of elements 8g + k), then interleave the
@@ -403,7 +450,8 @@ unsafe fn untrans_plane(rows: *const u8, nrow: usize, off: usize, dst: *mut u8) 
     ];
     for k in 0..4 {
         let (x, y) = (c[2 * k], c[2 * k + 1]);
-        // SAFETY: dst has 256 writable bytes, 32k + 32 <= 128 and 128 + 32k + 32 <= 256.
+        // SAFETY: AVX2 is enabled here too; dst has 256 writable bytes, 32k + 32 <= 128 and
+        // 128 + 32k + 32 <= 256 for k < 4.
         unsafe {
             store(dst.add(32 * k), _mm256_permute2x128_si256::<0x20>(x, y));
             store(
@@ -415,11 +463,14 @@ unsafe fn untrans_plane(rows: *const u8, nrow: usize, off: usize, dst: *mut u8) 
 }
 
 /// Interleaves 2 planes of 32 elements (at `p`, stride 256) into 64 bytes at `dst`.
+///
+/// # Safety
+/// AVX2 available; `p` readable for 32 bytes at offsets 0 and 256; `dst` writable for 64.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn interleave2(p: *const u8, dst: *mut u8) {
-    // SAFETY: p has 2 planes of 256 bytes, of which the first 32 of each are read; dst has
-    // 64 writable bytes.
+    // SAFETY: AVX2 is enabled here too; p has 2 planes of 256 bytes, of which the first 32
+    // of each are read; dst has 64 writable bytes (the caller's contract).
     unsafe {
         let a = load(p);
         let b = load(p.add(256));
@@ -431,10 +482,15 @@ unsafe fn interleave2(p: *const u8, dst: *mut u8) {
 }
 
 /// Interleaves 4 planes of 32 elements (at `p`, stride 256) into 128 bytes at `dst`.
+///
+/// # Safety
+/// AVX2 available; `p` readable for 32 bytes at offsets 0, 256, 512, 768; `dst` writable
+/// for 128.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn interleave4(p: *const u8, dst: *mut u8) {
-    // SAFETY: p has 4 planes of 256 bytes; dst has 128 writable bytes.
+    // SAFETY: AVX2 is enabled here too; p has 4 planes of 256 bytes, of which the first 32
+    // of each are read; dst has 128 writable bytes (the caller's contract).
     unsafe {
         let x0 = _mm256_unpacklo_epi8(load(p), load(p.add(256)));
         let x1 = _mm256_unpackhi_epi8(load(p), load(p.add(256)));
@@ -452,10 +508,16 @@ unsafe fn interleave4(p: *const u8, dst: *mut u8) {
 }
 
 /// Interleaves 8 planes of 32 elements (at `p`, stride 256) into 256 bytes at `dst`.
+///
+/// # Safety
+/// AVX2 available; `p` readable for 32 bytes at offsets 256j, j < 8; `dst` writable for
+/// 256.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn interleave8(p: *const u8, dst: *mut u8) {
-    // SAFETY: p has 8 planes of 256 bytes; dst has 256 writable bytes.
+    // SAFETY: AVX2 is enabled here too; p has 8 planes of 256 bytes, of which the first 32
+    // of each are read; dst has 256 writable bytes, 128 + 32i + 32 <= 256 for i < 4 (the
+    // caller's contract).
     unsafe {
         let mut pl = [_mm256_setzero_si256(); 8];
         for (j, v) in pl.iter_mut().enumerate() {
@@ -504,7 +566,8 @@ unsafe fn interleave8(p: *const u8, dst: *mut u8) {
 /// Inverse of [`trans`] (`input.len() == out.len() == 8 * s * nrow`).
 ///
 /// # Safety
-/// AVX2 must be available; the lengths must be as stated.
+/// AVX2 must be available (the caller checks `is_x86_feature_detected!("avx2")`); the
+/// lengths must be as stated.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn untrans(input: &[u8], out: &mut [u8], s: usize, nrow: usize) {
     debug_assert!(input.len() == 8 * s * nrow && out.len() == 8 * s * nrow);
@@ -515,9 +578,11 @@ pub(super) unsafe fn untrans(input: &[u8], out: &mut [u8], s: usize, nrow: usize
     // Uninitialised: every plane is fully written by untrans_plane before it is read.
     let mut tmp = [std::mem::MaybeUninit::<u8>::uninit(); 256 * 8];
     let tp = tmp.as_mut_ptr().cast::<u8>();
-    // SAFETY (all arms): chunk c reads bytes 32c..32c + 32 of every row (32 * chunks <=
-    // nrow) and writes elements 256c..256c + 256, i.e. bytes up to 256 * s * chunks <=
-    // 8 * s * nrow; tmp holds 8 planes of 256 bytes.
+    // SAFETY: (all arms) AVX2 is enabled here too; chunk c reads bytes 32c..32c + 32 of
+    // every row (32 * chunks <= nrow) and writes elements 256c..256c + 256, i.e. bytes up to
+    // 256 * s * chunks <= 8 * s * nrow; tmp holds 8 planes of 256 bytes (s <= 8 in the
+    // interleaving arm, plane 0 only in the last), and every tmp byte read was written by
+    // untrans_plane first.
     unsafe {
         match s {
             1 => {

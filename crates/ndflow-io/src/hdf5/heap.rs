@@ -47,8 +47,11 @@ mod tests {
 
     /// Minor page faults of this thread so far.
     fn thread_faults() -> i64 {
-        // SAFETY: getrusage writes one rusage struct we own; RUSAGE_THREAD is Linux's.
+        // SAFETY: rusage is a C struct of integers and timevals (integers too), for which
+        // all-zero bytes are a valid value.
         let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: getrusage writes one rusage struct through a valid, exclusive pointer to
+        // our own `u`; RUSAGE_THREAD is a valid `who` on Linux.
         let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
         assert_eq!(rc, 0);
         u.ru_minflt

@@ -243,21 +243,19 @@ mod x86 {
         m
     }
 
-    /// # Safety
-    /// None beyond the intrinsics' (SSE2 is baseline on x86_64).
+    /// The three 16-byte masks as registers.
     #[inline(always)]
-    unsafe fn load3(m: &[[u8; 16]; 3]) -> [__m128i; 3] {
-        // SAFETY: each row is 16 readable bytes.
+    fn load3(m: &[[u8; 16]; 3]) -> [__m128i; 3] {
+        // SAFETY: each row is a `[u8; 16]`, 16 readable bytes (unaligned load); SSE2 is part
+        // of the x86_64 baseline.
         m.map(|r| unsafe { _mm_loadu_si128(r.as_ptr().cast()) })
     }
 
-    /// One colour register from three source registers.
-    ///
-    /// # Safety
-    /// SSSE3 available.
+    /// One colour register from three source registers (registers only: safe to call from
+    /// SSSE3 code).
     #[inline]
     #[target_feature(enable = "ssse3")]
-    unsafe fn pick(v: &[__m128i; 3], m: &[__m128i; 3]) -> __m128i {
+    fn pick(v: &[__m128i; 3], m: &[__m128i; 3]) -> __m128i {
         let a = _mm_shuffle_epi8(v[0], m[0]);
         let b = _mm_shuffle_epi8(v[1], m[1]);
         let c = _mm_shuffle_epi8(v[2], m[2]);
@@ -276,14 +274,19 @@ mod x86 {
     ) {
         let m = [load3(&masks[0]), load3(&masks[1]), load3(&masks[2])];
         for i in 0..chunks {
-            let s = src.add(48 * i);
-            let v = [
-                _mm_loadu_si128(s.cast()),
-                _mm_loadu_si128(s.add(16).cast()),
-                _mm_loadu_si128(s.add(32).cast()),
-            ];
-            for c in 0..3 {
-                _mm_storeu_si128(dst[c].add(16 * i).cast(), pick(&v, &m[c]));
+            // SAFETY: i < chunks, so the 48 bytes read at src + 48i lie in the caller's
+            // 48·chunks readable bytes and the 16 bytes written at dst[c] + 16i in each plane's
+            // 16·chunks writable bytes; unaligned loads/stores.
+            unsafe {
+                let s = src.add(48 * i);
+                let v = [
+                    _mm_loadu_si128(s.cast()),
+                    _mm_loadu_si128(s.add(16).cast()),
+                    _mm_loadu_si128(s.add(32).cast()),
+                ];
+                for c in 0..3 {
+                    _mm_storeu_si128(dst[c].add(16 * i).cast(), pick(&v, &m[c]));
+                }
             }
         }
     }
@@ -300,10 +303,15 @@ mod x86 {
     ) {
         let m = [load3(&masks[0]), load3(&masks[1]), load3(&masks[2])];
         for i in 0..chunks {
-            let v = src.map(|p| _mm_loadu_si128(p.add(16 * i).cast()));
-            let d = dst.add(48 * i);
-            for (k, mk) in m.iter().enumerate() {
-                _mm_storeu_si128(d.add(16 * k).cast(), pick(&v, mk));
+            // SAFETY: i < chunks, so the 16 bytes read at each src + 16i lie in that plane's
+            // 16·chunks readable bytes and the 48 bytes written at dst + 48i in the caller's
+            // 48·chunks writable bytes; unaligned loads/stores.
+            unsafe {
+                let v = src.map(|p| _mm_loadu_si128(p.add(16 * i).cast()));
+                let d = dst.add(48 * i);
+                for (k, mk) in m.iter().enumerate() {
+                    _mm_storeu_si128(d.add(16 * k).cast(), pick(&v, mk));
+                }
             }
         }
     }
@@ -319,9 +327,14 @@ mod x86 {
     ) {
         let m = load3(masks);
         for i in 0..chunks {
-            let v = _mm_loadu_si128(src.add(16 * i).cast());
-            for (k, mk) in m.iter().enumerate() {
-                _mm_storeu_si128(dst.add(48 * i + 16 * k).cast(), _mm_shuffle_epi8(v, *mk));
+            // SAFETY: i < chunks, so the 16 bytes read at src + 16i lie in the caller's
+            // 16·chunks readable bytes and the 48 bytes written at dst + 48i in its 48·chunks
+            // writable bytes; unaligned loads/stores.
+            unsafe {
+                let v = _mm_loadu_si128(src.add(16 * i).cast());
+                for (k, mk) in m.iter().enumerate() {
+                    _mm_storeu_si128(dst.add(48 * i + 16 * k).cast(), _mm_shuffle_epi8(v, *mk));
+                }
             }
         }
     }
@@ -340,12 +353,16 @@ mod x86 {
         // x / 3 == (x · 0xAAAB) >> 17 for every x < 2^17 (sums are <= 765).
         let third = _mm_set1_epi16(0xAAABu16 as i16);
         for i in 0..chunks {
-            let s = src.add(48 * i);
-            let v = [
-                _mm_loadu_si128(s.cast()),
-                _mm_loadu_si128(s.add(16).cast()),
-                _mm_loadu_si128(s.add(32).cast()),
-            ];
+            // SAFETY: i < chunks, so the 48 bytes at src + 48i lie in the caller's 48·chunks
+            // readable bytes; unaligned loads.
+            let v = unsafe {
+                let s = src.add(48 * i);
+                [
+                    _mm_loadu_si128(s.cast()),
+                    _mm_loadu_si128(s.add(16).cast()),
+                    _mm_loadu_si128(s.add(32).cast()),
+                ]
+            };
             let (r, g, b) = (pick(&v, &m[0]), pick(&v, &m[1]), pick(&v, &m[2]));
             let half = |lo: bool| {
                 let w = |x| {
@@ -359,7 +376,9 @@ mod x86 {
                 _mm_srli_epi16(_mm_mulhi_epu16(sum, third), 1)
             };
             let q = _mm_packus_epi16(half(true), half(false));
-            _mm_storeu_si128(dst.add(16 * i).cast(), q);
+            // SAFETY: i < chunks, so the 16 bytes at dst + 16i lie in the caller's 16·chunks
+            // writable bytes; unaligned store.
+            unsafe { _mm_storeu_si128(dst.add(16 * i).cast(), q) };
         }
     }
 
@@ -379,12 +398,16 @@ mod x86 {
         let bias = _mm_set1_epi32(0x8000);
         let flip = _mm_set1_epi16(0x8000u16 as i16);
         for i in 0..chunks {
-            let s = src.add(24 * i).cast::<u8>();
-            let v = [
-                _mm_loadu_si128(s.cast()),
-                _mm_loadu_si128(s.add(16).cast()),
-                _mm_loadu_si128(s.add(32).cast()),
-            ];
+            // SAFETY: i < chunks, so the 48 bytes (24 u16) at src + 24i lie in the caller's
+            // 48·chunks readable bytes; unaligned loads.
+            let v = unsafe {
+                let s = src.add(24 * i).cast::<u8>();
+                [
+                    _mm_loadu_si128(s.cast()),
+                    _mm_loadu_si128(s.add(16).cast()),
+                    _mm_loadu_si128(s.add(32).cast()),
+                ]
+            };
             let (r, g, b) = (pick(&v, &m[0]), pick(&v, &m[1]), pick(&v, &m[2]));
             let half = |lo: bool| {
                 let w = |x| {
@@ -400,40 +423,43 @@ mod x86 {
                 _mm_sub_epi32(q, bias)
             };
             let q = _mm_xor_si128(_mm_packs_epi32(half(true), half(false)), flip);
-            _mm_storeu_si128(dst.add(8 * i).cast(), q);
+            // SAFETY: i < chunks, so the 16 bytes (8 u16) at dst + 8i lie in the caller's
+            // 16·chunks writable bytes; unaligned store.
+            unsafe { _mm_storeu_si128(dst.add(8 * i).cast(), q) };
         }
     }
 
     /// The 16-byte masks in both halves.
-    ///
-    /// # Safety
-    /// AVX2 available.
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn load3_wide(m: &[[u8; 16]; 3]) -> [__m256i; 3] {
-        // SAFETY: each row is 16 readable bytes.
+    fn load3_wide(m: &[[u8; 16]; 3]) -> [__m256i; 3] {
+        // SAFETY: each row is a `[u8; 16]`, 16 readable bytes (unaligned load); AVX2 is
+        // enabled on this function.
         m.map(|r| unsafe { _mm256_broadcastsi128_si256(_mm_loadu_si128(r.as_ptr().cast())) })
     }
 
     /// Register k of two consecutive 48-byte chunks at `s`: chunk 0 low, chunk 1 high.
     ///
     /// # Safety
-    /// AVX2 available; `s` readable for 96 bytes.
+    /// AVX2 available; `k < 3`; `s` readable for 96 bytes.
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn load_pair(s: *const u8, k: usize) -> __m256i {
-        let lo = _mm_loadu_si128(s.add(16 * k).cast());
-        let hi = _mm_loadu_si128(s.add(48 + 16 * k).cast());
+        // SAFETY: k < 3 at every call, so bytes 16k..16k + 16 and 48 + 16k..64 + 16k lie in
+        // the caller's 96 readable bytes at s; unaligned loads.
+        let (lo, hi) = unsafe {
+            (
+                _mm_loadu_si128(s.add(16 * k).cast()),
+                _mm_loadu_si128(s.add(48 + 16 * k).cast()),
+            )
+        };
         _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1)
     }
 
-    /// `pick` on both halves.
-    ///
-    /// # Safety
-    /// AVX2 available.
+    /// `pick` on both halves (registers only: safe to call from AVX2 code).
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn pick_wide(v: &[__m256i; 3], m: &[__m256i; 3]) -> __m256i {
+    fn pick_wide(v: &[__m256i; 3], m: &[__m256i; 3]) -> __m256i {
         let a = _mm256_shuffle_epi8(v[0], m[0]);
         let b = _mm256_shuffle_epi8(v[1], m[1]);
         let c = _mm256_shuffle_epi8(v[2], m[2]);
@@ -451,9 +477,13 @@ mod x86 {
         let a = _mm256_permute2x128_si256(o[0], o[1], 0x20); // chunk 0: regs 0, 1
         let b = _mm256_permute2x128_si256(o[2], o[0], 0x30); // chunk 0 reg 2, chunk 1 reg 0
         let c = _mm256_permute2x128_si256(o[1], o[2], 0x31); // chunk 1: regs 1, 2
-        _mm256_storeu_si256(d.cast(), a);
-        _mm256_storeu_si256(d.add(32).cast(), b);
-        _mm256_storeu_si256(d.add(64).cast(), c);
+                                                             // SAFETY: bytes 0..32, 32..64 and 64..96 at d lie in the caller's 96 writable bytes;
+                                                             // unaligned stores.
+        unsafe {
+            _mm256_storeu_si256(d.cast(), a);
+            _mm256_storeu_si256(d.add(32).cast(), b);
+            _mm256_storeu_si256(d.add(64).cast(), c);
+        }
     }
 
     /// Three colour registers (32 bytes each) of the 96 bytes at `s`.
@@ -463,7 +493,9 @@ mod x86 {
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn split_pair(s: *const u8, m: &[[__m256i; 3]; 3]) -> [__m256i; 3] {
-        let v = [load_pair(s, 0), load_pair(s, 1), load_pair(s, 2)];
+        // SAFETY: AVX2 is enabled here too; k = 0, 1, 2 < 3 and s is readable for 96 bytes
+        // (the caller's contract), which is load_pair's contract.
+        let v = unsafe { [load_pair(s, 0), load_pair(s, 1), load_pair(s, 2)] };
         [
             pick_wide(&v, &m[0]),
             pick_wide(&v, &m[1]),
@@ -487,9 +519,14 @@ mod x86 {
             load3_wide(&masks[2]),
         ];
         for i in 0..chunks {
-            let c = split_pair(src.add(96 * i), &m);
-            for (d, v) in dst.iter().zip(c) {
-                _mm256_storeu_si256(d.add(32 * i).cast(), v);
+            // SAFETY: AVX2 is enabled here too; i < chunks, so the 96 bytes read at src + 96i
+            // lie in the caller's 96·chunks readable bytes and the 32 bytes written at each
+            // dst + 32i in that plane's 32·chunks writable bytes; unaligned loads/stores.
+            unsafe {
+                let c = split_pair(src.add(96 * i), &m);
+                for (d, v) in dst.iter().zip(c) {
+                    _mm256_storeu_si256(d.add(32 * i).cast(), v);
+                }
             }
         }
     }
@@ -511,13 +548,17 @@ mod x86 {
         ];
         for i in 0..chunks {
             // Low halves: 16 bytes of each colour for chunk 0; high halves: chunk 1.
-            let v = src.map(|p| _mm256_loadu_si256(p.add(32 * i).cast()));
+            // SAFETY: i < chunks, so the 32 bytes at each src + 32i lie in that plane's
+            // 32·chunks readable bytes; unaligned loads.
+            let v = src.map(|p| unsafe { _mm256_loadu_si256(p.add(32 * i).cast()) });
             let o = [
                 pick_wide(&v, &m[0]),
                 pick_wide(&v, &m[1]),
                 pick_wide(&v, &m[2]),
             ];
-            store_pair(dst.add(96 * i), o);
+            // SAFETY: AVX2 is enabled here too; i < chunks, so the 96 bytes at dst + 96i lie
+            // in the caller's 96·chunks writable bytes.
+            unsafe { store_pair(dst.add(96 * i), o) };
         }
     }
 
@@ -532,13 +573,17 @@ mod x86 {
     ) {
         let m = load3_wide(masks);
         for i in 0..chunks {
-            let v = _mm256_loadu_si256(src.add(32 * i).cast());
+            // SAFETY: i < chunks, so the 32 bytes at src + 32i lie in the caller's 32·chunks
+            // readable bytes; unaligned load.
+            let v = unsafe { _mm256_loadu_si256(src.add(32 * i).cast()) };
             let o = [
                 _mm256_shuffle_epi8(v, m[0]),
                 _mm256_shuffle_epi8(v, m[1]),
                 _mm256_shuffle_epi8(v, m[2]),
             ];
-            store_pair(dst.add(96 * i), o);
+            // SAFETY: AVX2 is enabled here too; i < chunks, so the 96 bytes at dst + 96i lie
+            // in the caller's 96·chunks writable bytes.
+            unsafe { store_pair(dst.add(96 * i), o) };
         }
     }
 
@@ -555,7 +600,9 @@ mod x86 {
         let zero = _mm256_setzero_si256();
         let third = _mm256_set1_epi16(0xAAABu16 as i16);
         for i in 0..chunks {
-            let [r, g, b] = split_pair(src.add(96 * i), &m);
+            // SAFETY: AVX2 is enabled here too; i < chunks, so the 96 bytes at src + 96i lie in
+            // the caller's 96·chunks readable bytes.
+            let [r, g, b] = unsafe { split_pair(src.add(96 * i), &m) };
             // Unpack and pack both work per 128-bit half, so the pixel order survives.
             let lo = _mm256_add_epi16(
                 _mm256_add_epi16(_mm256_unpacklo_epi8(r, zero), _mm256_unpacklo_epi8(g, zero)),
@@ -567,7 +614,10 @@ mod x86 {
             );
             let ql = _mm256_srli_epi16(_mm256_mulhi_epu16(lo, third), 1);
             let qh = _mm256_srli_epi16(_mm256_mulhi_epu16(hi, third), 1);
-            _mm256_storeu_si256(dst.add(32 * i).cast(), _mm256_packus_epi16(ql, qh));
+            let q = _mm256_packus_epi16(ql, qh);
+            // SAFETY: i < chunks, so the 32 bytes at dst + 32i lie in the caller's 32·chunks
+            // writable bytes; unaligned store.
+            unsafe { _mm256_storeu_si256(dst.add(32 * i).cast(), q) };
         }
     }
 
@@ -587,7 +637,9 @@ mod x86 {
         let bias = _mm256_set1_epi32(0x8000);
         let flip = _mm256_set1_epi16(0x8000u16 as i16);
         for i in 0..chunks {
-            let [r, g, b] = split_pair(src.add(48 * i).cast(), &m);
+            // SAFETY: AVX2 is enabled here too; i < chunks, so the 96 bytes (48 u16) at
+            // src + 48i lie in the caller's 96·chunks readable bytes.
+            let [r, g, b] = unsafe { split_pair(src.add(48 * i).cast(), &m) };
             let quot = |x: __m256i| {
                 let q = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_cvtepi32_ps(x), third));
                 _mm256_sub_epi32(q, bias)
@@ -607,7 +659,9 @@ mod x86 {
                 _mm256_unpackhi_epi16(b, zero),
             );
             let q = _mm256_xor_si256(_mm256_packs_epi32(quot(lo), quot(hi)), flip);
-            _mm256_storeu_si256(dst.add(16 * i).cast(), q);
+            // SAFETY: i < chunks, so the 32 bytes (16 u16) at dst + 16i lie in the caller's
+            // 32·chunks writable bytes; unaligned store.
+            unsafe { _mm256_storeu_si256(dst.add(16 * i).cast(), q) };
         }
     }
 }

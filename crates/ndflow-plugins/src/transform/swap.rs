@@ -197,7 +197,9 @@ unsafe fn tiles<E: Copy, const R: usize, const L: usize>(
 ) {
     let (wb, hb) = (g.wo - g.wo % R, g.ho - g.ho % L);
     let Some((ti, tl)) = tile_size(std::mem::size_of::<E>(), R, L) else {
-        return blocks::<E, R, L>(src, dst, g, (0, wb), (0, hb), &kern);
+        // SAFETY: `g.fits` (the caller's contract); columns 0..wb and rows 0..hb lie inside
+        // the output image (wb <= wo, hb <= ho).
+        return unsafe { blocks::<E, R, L>(src, dst, g, (0, wb), (0, hb), &kern) };
     };
     let (wt, ht) = (g.wo - g.wo % ti, g.ho - g.ho % tl);
     let mut buf = std::mem::MaybeUninit::<TileBuf>::uninit();
@@ -208,12 +210,15 @@ unsafe fn tiles<E: Copy, const R: usize, const L: usize>(
     for ty0 in (0..ht).step_by(tl) {
         for tx0 in (0..wt).step_by(ti) {
             for i0 in (0..ti).step_by(R) {
-                let s = src.offset(g.src_at(tx0 + i0, ty0 + first));
+                // SAFETY: tx0 + i0 < wt <= wo and ty0 + first < ht <= ho, so this input
+                // index is one of the plane's, which `g.fits` (the caller's contract) puts
+                // inside `src`.
+                let s = unsafe { src.offset(g.src_at(tx0 + i0, ty0 + first)) };
                 for l0 in (0..tl).step_by(L) {
                     // SAFETY: runs tx0+i0.. of lanes l0..l0+L are inside the tile, whose
                     // input indices `g.fits` bounds; the block lies inside the ti×tl
                     // elements of the buffer (ti·tl·size <= TILE_BUF).
-                    kern(s.add(l0), g.sx, b.add(l0 * ti + i0), ti as isize);
+                    unsafe { kern(s.add(l0), g.sx, b.add(l0 * ti + i0), ti as isize) };
                 }
             }
             // Output rows in ascending address order whatever the flip (buffer row l
@@ -225,17 +230,24 @@ unsafe fn tiles<E: Copy, const R: usize, const L: usize>(
                     (tl - 1 - k, ty0 + k)
                 };
                 // SAFETY: buffer row l was fully written above (ti, tl are multiples of R
-                // and L); output row yo, columns tx0..tx0+ti, is inside the checked plane.
-                std::ptr::copy_nonoverlapping(
-                    b.add(l * ti),
-                    dst.add(g.out_off + yo * g.out_row + tx0),
-                    ti,
-                );
+                // and L); output row yo, columns tx0..tx0+ti, is inside the checked plane;
+                // the local buffer and `dst` do not overlap.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        b.add(l * ti),
+                        dst.add(g.out_off + yo * g.out_row + tx0),
+                        ti,
+                    )
+                };
             }
         }
     }
-    blocks::<E, R, L>(src, dst, g, (wt, wb), (0, hb), &kern);
-    blocks::<E, R, L>(src, dst, g, (0, wt), (ht, hb), &kern);
+    // SAFETY: `g.fits` (the caller's contract); the right strip (columns wt..wb, rows
+    // 0..hb) and the bottom strip (columns 0..wt, rows ht..hb) lie inside the output image.
+    unsafe {
+        blocks::<E, R, L>(src, dst, g, (wt, wb), (0, hb), &kern);
+        blocks::<E, R, L>(src, dst, g, (0, wt), (ht, hb), &kern);
+    }
 }
 
 /// `kern` straight from input to output over the blocks of columns `xs` and rows `ys`
@@ -264,8 +276,8 @@ unsafe fn blocks<E, const R: usize, const L: usize>(
             let s = g.src_at(tx, ty + first);
             let d = g.out_off + (ty + first) * g.out_row + tx;
             // SAFETY: (tx..tx+R, ty..ty+L) is inside the output image, whose input and
-            // output indices `g.fits` bounds.
-            kern(src.offset(s), g.sx, dst.add(d), ds);
+            // output indices `g.fits` bounds (the caller's contract).
+            unsafe { kern(src.offset(s), g.sx, dst.add(d), ds) };
         }
     }
 }
@@ -347,7 +359,9 @@ mod x86 {
                 let mut r: [__m128i; $n] = std::array::from_fn(|i| unsafe {
                     _mm_loadu_si128(s.offset(i as isize * ss).cast())
                 });
-                rounds!(r, $n, $k, $lo, $hi);
+                // SAFETY: the unpacks need only SSE2, which every x86_64 CPU has (it is part of
+                // the target's baseline features); they touch registers only.
+                unsafe { rounds!(r, $n, $k, $lo, $hi) };
                 for (l, v) in r.iter().enumerate() {
                     // SAFETY: the caller's contract for output row l.
                     unsafe { _mm_storeu_si128(d.offset(l as isize * ds).cast(), *v) };

@@ -25,7 +25,9 @@ const BLOCK: usize = 16;
 /// the combination is not handled; the caller finishes the rest with the generic loop).
 ///
 /// # Safety
-/// The CPU must support AVX2 (the caller runs inside the AVX2 build, chosen after detection).
+/// The CPU must support AVX2 (the caller runs inside the AVX2 build, chosen after
+/// `is_x86_feature_detected!("avx2")`). There is no other requirement: every pointer access
+/// is bounded by the slices' own lengths.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn fused_same_dense<I: Pixel, O: OutPixel, R: Real>(
@@ -62,6 +64,10 @@ pub(super) unsafe fn fused_same_dense<I: Pixel, O: OutPixel, R: Real>(
     }
 }
 
+/// Off x86_64: handles nothing (returns 0).
+///
+/// # Safety
+/// None (kept `unsafe` to match the x86_64 signature).
 #[cfg(not(target_arch = "x86_64"))]
 pub(super) unsafe fn fused_same_dense<I: Pixel, O: OutPixel, R: Real>(
     _input: &[I],
@@ -80,9 +86,10 @@ struct Coeffs {
 }
 
 /// `IN`/`OUT`: bytes per input/output pixel (1 = UInt8, 2 = UInt16); slices are raw bytes.
+/// Safe to call from AVX2 code: every access is bounded by the slices' lengths.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn blocks<const IN: usize, const OUT: usize>(
+fn blocks<const IN: usize, const OUT: usize>(
     input: &[u8],
     f: &mut [f64],
     c: &Coeffs,
@@ -94,45 +101,57 @@ unsafe fn blocks<const IN: usize, const OUT: usize>(
     let zero = _mm256_setzero_pd();
     let mut i = 0;
     while i < whole {
-        // SAFETY: i + BLOCK <= n, so the 16 pixels read from `input`, the 16 f64 of `f` and
-        // the 16 pixels written to `out` are inside their slices (n bounds all three).
-        let x = load16::<IN>(input.as_ptr().add(i * IN));
-        let fp = f.as_mut_ptr().add(i);
-        let mut q = [_mm_setzero_si128(); 4];
-        for k in 0..4 {
-            let old = _mm256_loadu_pd(fp.add(4 * k));
-            let nf = _mm256_add_pd(
-                _mm256_add_pd(c.off, _mm256_mul_pd(c.c1, old)),
-                _mm256_mul_pd(c.c2, x[k]),
-            );
-            _mm256_storeu_pd(fp.add(4 * k), nf);
-            // `max` returns its second operand when the first is NaN: NaN → 0, as `as` does;
-            // after the clamp, truncation toward zero is exact in i32.
-            let clamped = _mm256_min_pd(_mm256_max_pd(nf, zero), top);
-            q[k] = _mm256_cvttpd_epi32(clamped);
+        // SAFETY: i + BLOCK <= whole <= n, so the 16 pixels read from `input` (16·IN bytes at
+        // byte i·IN), the 16 f64 read and written in `f` and the 16 pixels written to `out`
+        // (16·OUT bytes at byte i·OUT) are inside their slices (n bounds all three);
+        // load16/store16 need AVX2, which is enabled on this function.
+        unsafe {
+            let x = load16::<IN>(input.as_ptr().add(i * IN));
+            let fp = f.as_mut_ptr().add(i);
+            let mut q = [_mm_setzero_si128(); 4];
+            for k in 0..4 {
+                let old = _mm256_loadu_pd(fp.add(4 * k));
+                let nf = _mm256_add_pd(
+                    _mm256_add_pd(c.off, _mm256_mul_pd(c.c1, old)),
+                    _mm256_mul_pd(c.c2, x[k]),
+                );
+                _mm256_storeu_pd(fp.add(4 * k), nf);
+                // `max` returns its second operand when the first is NaN: NaN → 0, as `as` does;
+                // after the clamp, truncation toward zero is exact in i32.
+                let clamped = _mm256_min_pd(_mm256_max_pd(nf, zero), top);
+                q[k] = _mm256_cvttpd_epi32(clamped);
+            }
+            store16::<OUT>(out.as_mut_ptr().add(i * OUT), &q);
         }
-        store16::<OUT>(out.as_mut_ptr().add(i * OUT), &q);
         i += BLOCK;
     }
     whole
 }
 
 /// 16 unsigned pixels of `BYTES` bytes each at `p`, as four vectors of f64.
+///
+/// # Safety
+/// AVX2 available; `p` readable for `16 * BYTES` bytes.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn load16<const BYTES: usize>(p: *const u8) -> [__m256d; 4] {
     let (lo, hi) = if BYTES == 1 {
-        // SAFETY (caller): 16 readable bytes at p.
-        let b = _mm_loadu_si128(p as *const __m128i);
+        // SAFETY: the caller passes 16 readable bytes at p (BYTES == 1); unaligned load.
+        let b = unsafe { _mm_loadu_si128(p as *const __m128i) };
         (
             _mm256_cvtepu8_epi32(b),
             _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)),
         )
     } else {
-        // SAFETY (caller): 32 readable bytes at p.
-        let a = _mm_loadu_si128(p as *const __m128i);
-        let b = _mm_loadu_si128(p.add(16) as *const __m128i);
+        // SAFETY: BYTES >= 2, so the caller passes 16·BYTES >= 32 readable bytes at p;
+        // unaligned loads of bytes 0..16 and 16..32.
+        let (a, b) = unsafe {
+            (
+                _mm_loadu_si128(p as *const __m128i),
+                _mm_loadu_si128(p.add(16) as *const __m128i),
+            )
+        };
         (_mm256_cvtepu16_epi32(a), _mm256_cvtepu16_epi32(b))
     };
     [
@@ -145,6 +164,9 @@ unsafe fn load16<const BYTES: usize>(p: *const u8) -> [__m256d; 4] {
 
 /// Narrows four vectors of 4 i32 (each already within the output type's range) to 16 pixels
 /// of `BYTES` bytes at `p`.
+///
+/// # Safety
+/// AVX2 available; `p` writable for `16 * BYTES` bytes.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
@@ -152,11 +174,14 @@ unsafe fn store16<const BYTES: usize>(p: *mut u8, q: &[__m128i; 4]) {
     let a = _mm_packus_epi32(q[0], q[1]);
     let b = _mm_packus_epi32(q[2], q[3]);
     if BYTES == 1 {
-        // SAFETY (caller): 16 writable bytes at p.
-        _mm_storeu_si128(p as *mut __m128i, _mm_packus_epi16(a, b));
+        // SAFETY: the caller passes 16 writable bytes at p (BYTES == 1); unaligned store.
+        unsafe { _mm_storeu_si128(p as *mut __m128i, _mm_packus_epi16(a, b)) };
     } else {
-        // SAFETY (caller): 32 writable bytes at p.
-        _mm_storeu_si128(p as *mut __m128i, a);
-        _mm_storeu_si128(p.add(16) as *mut __m128i, b);
+        // SAFETY: BYTES >= 2, so the caller passes 16·BYTES >= 32 writable bytes at p;
+        // unaligned stores of bytes 0..16 and 16..32.
+        unsafe {
+            _mm_storeu_si128(p as *mut __m128i, a);
+            _mm_storeu_si128(p.add(16) as *mut __m128i, b);
+        }
     }
 }
