@@ -1,6 +1,6 @@
 //! NDPluginProcess: background subtraction, flat-field normalisation, offset and scale,
 //! low/high clipping, a recursive filter and output type conversion, in that order, computed in
-//! f64 (reference §5, docs/NDPluginProcess.rst).
+//! f64 (as ADCore's NDPluginProcess documentation describes).
 //!
 //! Commands act as areaDetector's do:
 //! - `SaveBackground` / `SaveFlatField` copy the **last output array** of this plugin (at once,
