@@ -3,7 +3,15 @@ import pathlib
 
 import pytest
 
+import netenv
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def pytest_configure(config):
+    # In-process clients (p4p contexts, pyepics, the ndflow package's servers) read the process
+    # environment: keep them on 127.0.0.1 however the suite was started.
+    os.environ.update(netenv.LOOPBACK)
 
 
 @pytest.fixture(scope="session")

@@ -1,18 +1,25 @@
-"""Helpers for the pvAccess interop tests: loopback-only environment, the `pva_serve` example
-server, and the pixel pattern it publishes.
+"""Helpers for the pvAccess interop tests: the `pva_serve` example server, the pixel pattern it
+publishes, and `NdflowIoc` (the binary as an IOC with p4p clients).
 
-Everything here talks to 127.0.0.1 only (../shared/loopback.env plus per-test ports).
+Everything here talks to 127.0.0.1 only (netenv.py: the loopback variables plus per-test ports).
 """
 
 import os
 import pathlib
-import socket
 import subprocess
 
 import numpy as np
 
+from netenv import (
+    free_tcp_port,
+    free_tcp_udp_port,
+    free_udp_port,
+    process_env,
+    pva_client_conf,
+    pva_server_env,
+)
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-LOOPBACK_ENV = ROOT.parent / "shared" / "loopback.env"
 
 # pva_serve's frame types (NTNDArray union members) and their numpy dtypes.
 FRAME_TYPES = {
@@ -27,59 +34,6 @@ FRAME_TYPES = {
     "float32": np.float32,
     "float64": np.float64,
 }
-
-
-def loopback_env():
-    """The variables of loopback.env (defaults if the file is missing), as a dict."""
-    env = {
-        "EPICS_PVA_AUTO_ADDR_LIST": "NO",
-        "EPICS_PVA_ADDR_LIST": "127.0.0.1",
-        "EPICS_PVA_INTF_ADDR_LIST": "127.0.0.1",
-        "EPICS_PVAS_INTF_ADDR_LIST": "127.0.0.1",
-        "EPICS_PVAS_AUTO_BEACON_ADDR_LIST": "NO",
-        "EPICS_PVAS_BEACON_ADDR_LIST": "127.0.0.1",
-        "PVXS_ENABLE_IPV6": "NO",
-    }
-    if LOOPBACK_ENV.exists():
-        for line in LOOPBACK_ENV.read_text().splitlines():
-            line = line.strip()
-            if line and not line.startswith("#") and "=" in line:
-                k, v = line.split("=", 1)
-                env[k.strip()] = v.strip()
-    return env
-
-
-def free_udp_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def free_tcp_udp_port():
-    """A port number free for both TCP and UDP on 127.0.0.1 (Channel Access uses one for both)."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
-            t.bind(("127.0.0.1", 0))
-            port = t.getsockname()[1]
-            try:
-                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
-                    u.bind(("127.0.0.1", port))
-                return port
-            except OSError:
-                continue
-    raise RuntimeError("no port free for both TCP and UDP")
-
-
-def ca_client_env(ca_port, repeater_port):
-    """Environment for a Channel Access client (libca, caproto) talking to one server."""
-    env = loopback_env()
-    env.update(
-        EPICS_CA_ADDR_LIST="127.0.0.1",
-        EPICS_CA_AUTO_ADDR_LIST="NO",
-        EPICS_CA_SERVER_PORT=str(ca_port),
-        EPICS_CA_REPEATER_PORT=str(repeater_port),
-    )
-    return env
 
 
 def target_dir():
@@ -102,10 +56,7 @@ class PvaServe:
     """A running pva_serve on ephemeral loopback ports; stops on stdin EOF."""
 
     def __init__(self, binary):
-        env = dict(os.environ)
-        env.update(loopback_env())
-        env["EPICS_PVAS_SERVER_PORT"] = "0"
-        env["EPICS_PVAS_BROADCAST_PORT"] = "0"
+        env = process_env(EPICS_PVAS_SERVER_PORT="0", EPICS_PVAS_BROADCAST_PORT="0")
         self.proc = subprocess.Popen(
             [str(binary)],
             stdin=subprocess.PIPE,
@@ -139,10 +90,7 @@ class PvaServe:
 
     def client_env(self):
         """Process environment for a pvAccessCPP (pvapy) client of this server."""
-        env = dict(os.environ)
-        env.update(loopback_env())
-        env.update(self.client_conf())
-        return env
+        return process_env(**self.client_conf())
 
     def stop(self):
         """Close stdin (the server exits); kill our own process if it does not."""
@@ -165,12 +113,6 @@ def pattern(type_name, n, uid):
     return (k * np.uint64(7) + np.uint64(13 * uid)).astype(dtype)
 
 
-def free_tcp_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class NdflowIoc:
     """`ndflow run CONFIG` serving its PVs on free loopback ports, with p4p contexts that talk
     to it (`ctx` unwraps normative types, `raw` does not). Stop with `close()` (SIGTERM: the IOC
@@ -186,30 +128,20 @@ class NdflowIoc:
         tcp, udp = free_tcp_port(), free_udp_port()
         # Channel Access on its own free ports too (TCP and UDP share the number, as RSRV's).
         self.ca_port, self.ca_repeater = free_tcp_udp_port(), free_udp_port()
-        env = dict(os.environ)
-        env.update(loopback_env())
-        env.update(
-            EPICS_PVAS_SERVER_PORT=str(tcp),
-            EPICS_PVA_SERVER_PORT=str(tcp),
-            EPICS_PVAS_BROADCAST_PORT=str(udp),
-            EPICS_PVA_BROADCAST_PORT=str(udp),
+        ports = pva_server_env(tcp, udp)
+        ports.update(
             EPICS_CA_SERVER_PORT=str(self.ca_port),
             EPICS_CAS_SERVER_PORT=str(self.ca_port),
             EPICS_CA_REPEATER_PORT=str(self.ca_repeater),
         )
-        env.update(extra_env or {})
+        ports.update(extra_env or {})
+        env = process_env(**ports)
         self.log = open(pathlib.Path(tmp) / "ioc.log", "w+")
         self.proc = subprocess.Popen(
             [str(ndflow_bin), "run", str(cfg), "--quiet", *args], env=env, stdout=self.log, stderr=subprocess.STDOUT
         )
         self.tcp_port = tcp
-        self.conf = {
-            "EPICS_PVA_ADDR_LIST": "127.0.0.1",
-            "EPICS_PVA_AUTO_ADDR_LIST": "NO",
-            "EPICS_PVA_BROADCAST_PORT": str(udp),
-            "EPICS_PVA_SERVER_PORT": str(tcp),
-            "EPICS_PVA_INTF_ADDR_LIST": "127.0.0.1",
-        }
+        self.conf = pva_client_conf(tcp, udp)
         self.ctx = Context("pva", conf=self.conf, useenv=False)
         self.raw = Context("pva", conf=self.conf, useenv=False, nt=False)
         self._time = time

@@ -8,7 +8,8 @@ plugins NDArrayBase + NDPluginBase + their own, file plugins also NDFile. Record
 not serve yet are listed in KNOWN_GAPS with the reason; the test fails on any other miss, and
 also when a listed gap has been closed (so the list only shrinks).
 
-Loopback only: the IOC and the clients get ../shared/loopback.env with per-test free ports.
+Loopback only: the IOC and the clients get netenv.py's loopback variables with per-test free
+ports.
 """
 
 import json
@@ -19,7 +20,9 @@ import sys
 import textwrap
 
 import pytest
-from pva_util import NdflowIoc, ca_client_env
+from interop import require
+from netenv import ca_client_env
+from pva_util import NdflowIoc
 
 RECORDS = json.loads((pathlib.Path(__file__).parent / "data" / "ad_records.json").read_text())
 
@@ -185,7 +188,7 @@ CA_NATIVE = {"ao": {6}, "ai": {6}, "longin": {5}, "longout": {5}, "stringin": {0
 
 
 def test_every_record_over_channel_access(ioc):
-    pytest.importorskip("epics")
+    require("epics")
     recs = all_records()
     env = dict(os.environ)
     env.update(ca_client_env(ioc.ca_port, ioc.ca_repeater))

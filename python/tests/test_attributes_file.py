@@ -3,7 +3,7 @@ CONST through a macro, EPICS_PV monitored over Channel Access) and the HDF5 writ
 reach the NTNDArray image and the HDF5 file, with the values the IOC had for each frame.
 
 Loopback only: the IOC serves its PVs on per-test free ports, and its EPICS_PV attribute
-reads one of its own PVs through its Channel Access client (the same ports, ../shared/loopback.env).
+reads one of its own PVs through its Channel Access client (the same ports, loopback only: netenv.py).
 """
 
 import time

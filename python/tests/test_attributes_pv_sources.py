@@ -9,17 +9,17 @@ file the IOC writes:
 - a `ca://` source goes over Channel Access even for a PV this IOC serves (its CA server, on
   loopback).
 
-Loopback only (../shared/loopback.env plus per-test free ports).
+Loopback only (netenv.py, with per-test free ports).
 """
 
-import os
 import subprocess
 import time
 
 import h5py
 import numpy as np
 import pytest
-from pva_util import NdflowIoc, free_tcp_port, free_udp_port, loopback_env
+from netenv import free_tcp_port, free_udp_port, process_env
+from pva_util import NdflowIoc
 
 P = "SELF:"
 
@@ -86,8 +86,7 @@ def test_own_pvs_are_read_in_process_with_ca_and_pva_off(ndflow_bin, tmp_path):
     out.mkdir()
     cfg = tmp_path / "self.toml"
     cfg.write_text(SELF_CONFIG.replace("{P}", P).replace("{xml}", str(xml)).replace("{out}", str(out) + "/"))
-    env = dict(os.environ)
-    env.update(loopback_env())
+    env = process_env()
     proc = subprocess.run(
         [str(ndflow_bin), "run", str(cfg), "--until-idle", "--quiet", "--no-ca", "--no-pva"],
         env=env, capture_output=True, text=True, timeout=60,

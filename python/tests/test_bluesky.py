@@ -4,7 +4,7 @@ stock `SimDetector` (Channel Access, pyepics) connect to an ndflow IOC and run `
 the HDF5 file ophyd-async asked for holds exactly the frames of the scan.
 
 Each client runs in its own process: libca and p4p read their environment once, and every
-IOC here has its own free ports. Loopback only (../shared/loopback.env).
+IOC here has its own free ports. Loopback only (netenv.py).
 """
 
 import json
@@ -16,9 +16,12 @@ import textwrap
 import h5py
 import numpy as np
 import pytest
-from pva_util import NdflowIoc, ca_client_env
+from interop import require_installed
+from netenv import ca_client_env
+from pva_util import NdflowIoc
 
-pytest.importorskip("bluesky")
+# The plans run in subprocesses; checked here so that a missing package fails, named.
+require_installed("bluesky")
 
 P = "BS:"
 
@@ -110,7 +113,8 @@ print("RESULT " + json.dumps({{"resources": [r["uri"] for r in res],
 
 @pytest.mark.parametrize("proto", ["ca://", "pva://"])
 def test_ophyd_async_sim_detector_counts_into_hdf5(ioc, tmp_path, proto):
-    pytest.importorskip("ophyd_async")
+    require_installed("ophyd_async")
+    require_installed("aioca" if proto == "ca://" else "p4p")
     name = "scan_" + proto[:-3]
     out = run(ioc, OPHYD_ASYNC.format(proto=proto, P=P, dir=str(tmp_path), name=name, n=4))
     assert out["stops"] == ["success"], out
@@ -147,7 +151,7 @@ print("RESULT " + json.dumps({{"n": len(events), "totals": [e["data"].get("det_s
 
 
 def test_ophyd_v1_sim_detector_counts(ioc):
-    pytest.importorskip("ophyd")
+    require_installed("ophyd")
     out = run(ioc, OPHYD_V1.format(P=P))
     assert out["n"] == 3, out
     assert all(t is not None and t > 0 for t in out["totals"]), out

@@ -4,8 +4,8 @@ native type of its areaDetector record, every DBR family answers, enums and char
 strings go both ways, refused puts change nothing, a put with completion on Acquire returns
 after the last frame, monitors post changes, and the image waveform equals the frame.
 
-Loopback only: the IOC and the clients get ../shared/loopback.env with per-test free ports
-(EPICS_CA_SERVER_PORT, EPICS_CA_REPEATER_PORT), set before libca is loaded.
+Loopback only: the IOC and the clients get netenv.py's loopback variables with per-test free
+ports (EPICS_CA_SERVER_PORT, EPICS_CA_REPEATER_PORT), set before libca is loaded.
 """
 
 import os
@@ -16,10 +16,12 @@ import time
 
 import numpy as np
 import pytest
-from pva_util import NdflowIoc, ca_client_env
+from interop import require
+from netenv import ca_client_env
+from pva_util import NdflowIoc
 
-epics = pytest.importorskip("epics")
-pytest.importorskip("caproto")
+epics = require("epics")
+require("caproto")
 
 P = "CA13:"
 

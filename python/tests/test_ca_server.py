@@ -1,18 +1,18 @@
 """Interop of ndflow-ca's Channel Access server with pyepics (EPICS base libca) and caproto.
 
 Runs the Rust example `ca_serve` on free loopback ports (TCP and UDP on one port number, a
-separate free EPICS_CA_REPEATER_PORT, everything in ../shared/loopback.env). The binary is
+separate free EPICS_CA_REPEATER_PORT, the loopback variables of netenv.py). The binary is
 `CA_SERVE_BIN` if set, else built once per session with
 `cargo build --release -p ndflow-ca --example ca_serve` and taken from
 `$CARGO_TARGET_DIR/release/examples` (default `<repo>/target/release/examples`).
 
 Each client check runs in a subprocess with its own environment, so libca's context (which
 reads EPICS_CA_* once per process) sees this server's ports only. Needs the pip packages
-`pyepics` (bundles libca) and `caproto`; the tests of a missing package are skipped.
+`pyepics` (bundles libca) and `caproto` (scripts/setup.sh installs both); a test whose client
+is missing fails.
 """
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -20,30 +20,11 @@ import time
 
 import pytest
 
-from pva_util import ROOT, loopback_env, target_dir
+from interop import require
+from netenv import ca_client_env, free_tcp_udp_port, free_udp_port, process_env
+from pva_util import ROOT, target_dir
 
 PREFIX = "CATEST:"
-
-
-def free_port_pair():
-    """A port number free for both TCP and UDP on 127.0.0.1."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
-            t.bind(("127.0.0.1", 0))
-            port = t.getsockname()[1]
-            try:
-                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
-                    u.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port")
-
-
-def free_udp_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def build_ca_serve():
@@ -61,12 +42,9 @@ class CaServe:
     """A running ca_serve; stops on stdin EOF."""
 
     def __init__(self, binary):
-        self.port = free_port_pair()
+        self.port = free_tcp_udp_port()
         self.repeater = free_udp_port()
-        env = dict(os.environ)
-        env.update(loopback_env())
-        env["EPICS_CA_SERVER_PORT"] = str(self.port)
-        env["EPICS_CA_REPEATER_PORT"] = str(self.repeater)
+        env = process_env(**ca_client_env(self.port, self.repeater))
         env.pop("EPICS_CAS_SERVER_PORT", None)
         self.proc = subprocess.Popen(
             [binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True
@@ -84,18 +62,11 @@ class CaServe:
         return self.proc.stdout.readline().strip()
 
     def client_env(self):
-        env = dict(os.environ)
-        env.update(loopback_env())
-        env.update(
-            EPICS_CA_ADDR_LIST="127.0.0.1",
-            EPICS_CA_AUTO_ADDR_LIST="NO",
-            EPICS_CA_SERVER_PORT=str(self.port),
-            EPICS_CA_REPEATER_PORT=str(self.repeater),
-            EPICS_CA_MAX_ARRAY_BYTES="100000000",
+        return process_env(
+            **ca_client_env(self.port, self.repeater),
             CA_PREFIX=PREFIX,
             PYTHONPATH=str(ROOT / "python" / "tests"),
         )
-        return env
 
     def run_client(self, script, timeout=120):
         """Run `script` in a fresh interpreter with the client environment; fail on error."""
@@ -128,10 +99,6 @@ def server():
     assert srv.stop() == 0
 
 
-def need(module):
-    pytest.importorskip(module)
-
-
 # What every PV reads as in each base DBR type: (string form, number).
 EXPECT = {
     "double": ("1.500", 1.5),
@@ -144,7 +111,7 @@ EXPECT = {
 
 
 def test_pyepics_every_type_and_family(server):
-    need("epics")
+    require("epics")
     server.run_client(
         f"""
         import os, math
@@ -186,7 +153,7 @@ def test_pyepics_every_type_and_family(server):
 
 
 def test_pyepics_fields(server):
-    need("epics")
+    require("epics")
     server.run_client(
         """
         import os, epics
@@ -206,7 +173,7 @@ def test_pyepics_fields(server):
 
 
 def test_pyepics_enum_char_puts(server):
-    need("epics")
+    require("epics")
     server.run_client(
         """
         import os, time, epics
@@ -261,7 +228,7 @@ def test_pyepics_enum_char_puts(server):
 
 
 def test_pyepics_monitors(server):
-    need("epics")
+    require("epics")
     out = server.run_client(
         """
         import os, time, epics
@@ -337,7 +304,7 @@ def _monitor_server_posts(server):
 
 
 def test_pyepics_image_1mib(server):
-    need("epics")
+    require("epics")
     server.run_client(
         """
         import os, time, numpy as np, epics
@@ -357,7 +324,7 @@ def test_pyepics_image_1mib(server):
 
 
 def test_pyepics_1000_channels_monitored(server):
-    need("epics")
+    require("epics")
     server.run_client(
         """
         import os, time, epics
@@ -383,7 +350,7 @@ def test_pyepics_1000_channels_monitored(server):
 
 def test_caproto_every_type_and_family(server):
     """All 35 DBR types (plain, STS, TIME, GR, CTRL of the 7 base types) decoded by caproto."""
-    need("caproto")
+    require("caproto")
     server.run_client(
         f"""
         import os, math
@@ -431,7 +398,7 @@ def test_caproto_every_type_and_family(server):
 
 
 def test_caproto_get_put_monitor(server):
-    need("caproto")
+    require("caproto")
     server.run_client(
         """
         import os, time, queue

@@ -4,7 +4,7 @@ would with ENOSPC. The writer must report WriteStatus = WriteError, count the fr
 not write, keep running, and leave a file that h5py reads with every frame written before.
 
 Two writers: ndflow-io's `hdf5_write` example (always), and the ndflow binary with a
-`type = "hdf5"` port fed by the simulator (skipped while that type is not registered)."""
+`type = "hdf5"` port fed by the simulator."""
 
 import json
 import resource
@@ -13,7 +13,6 @@ import subprocess
 
 import h5py
 import numpy as np
-import pytest
 
 from test_hdf5_common import ATTRS, DATA, build_hdf5_write, ramp_frames
 
@@ -109,8 +108,6 @@ Capture = 1
         timeout=120,
         preexec_fn=limited,
     )
-    if "hdf5" in proc.stderr and "unknown" in proc.stderr.lower():
-        pytest.skip("the ndflow binary has no `type = \"hdf5\"` port yet")
     assert proc.returncode == 0, proc.stderr
     ports = json.loads(summary.read_text())["ports"]
     hdf, sim = ports["HDF1"], ports["SIM1"]

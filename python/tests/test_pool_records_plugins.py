@@ -4,7 +4,7 @@ PoolFreeBuffers / PoolUsedBuffers show that pool — nonzero while frames flow, 
 driver's once the pipeline is idle — and EmptyFreeList / PreAllocBuffers written on the plugin
 act on it.
 
-Loopback only (../shared/loopback.env plus per-test free ports).
+Loopback only (netenv.py, with per-test free ports).
 """
 
 import time

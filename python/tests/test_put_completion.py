@@ -2,7 +2,8 @@
 as ophyd-async's `set(wait=True)` expects. Acquire returns after the last frame (and, with
 WaitForPlugins, after the plugins drained); an HDF5 Capture returns when the file is closed.
 
-Loopback only: the IOC and the clients get ../shared/loopback.env with per-test free ports.
+Loopback only: the IOC and the clients get netenv.py's loopback variables with per-test free
+ports.
 """
 
 import time

@@ -8,8 +8,10 @@ import time
 
 import numpy as np
 import pytest
+from interop import require
+from netenv import loopback_env
 
-p4p = pytest.importorskip("p4p")
+p4p = require("p4p")
 from p4p.nt import NTEnum, NTNDArray, NTScalar  # noqa: E402
 from p4p.server import Server  # noqa: E402
 from p4p.server.thread import SharedPV  # noqa: E402
@@ -52,16 +54,14 @@ def server():
     }
     with Server(providers=[pvs], isolate=True) as S:
         conf = S.conf()
-        env = dict(os.environ)
-        for k in list(env):
-            if k.startswith("EPICS_"):
-                del env[k]
+        # Only the EPICS_* chosen here, so ports the caller may have set cannot steer the CLIs
+        # away from the isolated server.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EPICS_")}
+        env.update(loopback_env())
         port = conf["EPICS_PVAS_BROADCAST_PORT"]
         env.update({
             "EPICS_PVA_ADDR_LIST": "127.0.0.1:%s" % port,
-            "EPICS_PVA_AUTO_ADDR_LIST": "NO",
             "EPICS_PVA_BROADCAST_PORT": port,
-            "EPICS_PVA_INTF_ADDR_LIST": "127.0.0.1",
             "NDFLOW_PVA_LOOPBACK_ONLY": "YES",
         })
         yield pvs, nt, env

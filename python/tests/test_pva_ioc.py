@@ -3,7 +3,8 @@ enums, refused puts), the `pva` port publishes NTNDArray frames whose pixels equ
 frame read through StdArrays' ArrayData, for all 10 types, RGB1/2/3 and compressed frames
 (decoded with the python codec packages); pvapy (pvAccessCPP) sees the same frames.
 
-Loopback only: the IOC and the clients get ../shared/loopback.env with per-test free ports.
+Loopback only: the IOC and the clients get netenv.py's loopback variables with per-test free
+ports.
 """
 
 import io
@@ -15,6 +16,7 @@ import time
 import numpy as np
 from ndtypes import ND_TYPES
 import pytest
+from interop import require
 from pva_util import NdflowIoc
 
 P = "T13:"
@@ -239,7 +241,7 @@ def test_compressed_frames_decode(ioc, compressor):
 
 
 def test_pvapy_monitor_sees_frames(ioc):
-    pvaccess = pytest.importorskip("pvaccess")
+    pvaccess = require("pvaccess")
     ctx, env, conf = ioc
     ctx.put(P + "cam1:DataType", "UInt16")
     ctx.put(P + "cam1:ColorMode", "Mono")

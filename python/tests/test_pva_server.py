@@ -9,10 +9,11 @@ binary) on ephemeral loopback ports and checks, with both client stacks:
   p4p's pipelined request `record[pipeline=true,queueSize=4]` and with pvapy;
 * discovery over UDP and over TCP (EPICS_PVA_NAME_SERVERS).
 
-Everything stays on 127.0.0.1 (../shared/loopback.env).
+Everything stays on 127.0.0.1 (netenv.py).
 """
 
 import json
+import os
 import queue
 import subprocess
 import sys
@@ -21,9 +22,11 @@ import textwrap
 import numpy as np
 import pytest
 
-from pva_util import FRAME_TYPES, PvaServe, build_pva_serve, loopback_env, pattern
+from interop import require
+from netenv import LOOPBACK
+from pva_util import FRAME_TYPES, PvaServe, build_pva_serve, pattern
 
-p4p_client = pytest.importorskip("p4p.client.thread")
+p4p_client = require("p4p.client.thread")
 from p4p.client.thread import Context, RemoteError  # noqa: E402
 
 SCALARS = {
@@ -257,7 +260,7 @@ PVAPY_MEMBERS = {
 
 
 def test_pvapy_client(server):
-    pytest.importorskip("pvaccess")
+    require("pvaccess")
     types = list(FRAME_TYPES)
     r = subprocess.run(
         [sys.executable, "-c", PVAPY_SCRIPT, *types],
@@ -288,7 +291,9 @@ def test_pvapy_client(server):
         np.testing.assert_array_equal(np.asarray(values, dtype=FRAME_TYPES[t]), pattern(t, 15, uid))
 
 
-def test_loopback_env_is_used():
-    env = loopback_env()
-    assert env["EPICS_PVAS_INTF_ADDR_LIST"] == "127.0.0.1"
-    assert env["EPICS_PVA_AUTO_ADDR_LIST"] == "NO"
+def test_this_process_is_loopback_only():
+    """In-process clients read the process environment; conftest.py puts the loopback
+    variables there however pytest was started."""
+    assert {k: os.environ.get(k) for k in LOOPBACK} == LOOPBACK
+    assert os.environ["EPICS_PVAS_INTF_ADDR_LIST"] == "127.0.0.1"
+    assert os.environ["EPICS_PVA_AUTO_ADDR_LIST"] == "NO"

@@ -4,7 +4,7 @@ attributes and codec.
 - a p4p (pvxs) server publishes frames → ndflow pvadriver → TIFF files, read back by tifffile;
 - ndflow → ndflow in one IOC (sim → pva Lossless → pvadriver Lossless): 10,000 frames, none lost.
 
-Loopback only (../shared/loopback.env with per-test free ports).
+Loopback only (netenv.py, with per-test free ports).
 """
 
 import time

@@ -4,7 +4,6 @@ pixels are checked against the simulator's ramp formula computed here with numpy
 
 import asyncio
 import gc
-import os
 import json
 import subprocess
 import sys
@@ -14,8 +13,18 @@ import _thread
 
 import numpy as np
 import pytest
+from interop import require
+from netenv import (
+    LOOPBACK,
+    ca_client_env,
+    free_tcp_port,
+    free_tcp_udp_port,
+    free_udp_port,
+    process_env,
+    pva_client_conf,
+)
 
-ndflow = pytest.importorskip("ndflow")
+ndflow = require("ndflow")
 
 W, H = 64, 48
 
@@ -430,7 +439,7 @@ def test_keyboard_interrupt_in_a_frame_loop_stops_acquisition():
 @pytest.mark.parametrize("tqdm", [True, False])
 def test_long_wait_shows_progress(capsys, monkeypatch, tqdm):
     if tqdm:
-        pytest.importorskip("tqdm")
+        require("tqdm")
     else:  # the rate line when tqdm is not installed
         monkeypatch.setitem(sys.modules, "tqdm.auto", None)
     with ndflow.Pipeline() as p:
@@ -612,21 +621,15 @@ def test_stubs_are_generated_from_current_declarations():
 
 def test_serve_pva_makes_the_pipeline_an_ioc(monkeypatch):
     """serve_pva=True: parameters and a `pva` port's image are PVs, reads and writes go both ways."""
-    p4p_thread = pytest.importorskip("p4p.client.thread")
-    from pva_util import free_tcp_port, free_udp_port, loopback_env
+    p4p_thread = require("p4p.client.thread")
 
     tcp, udp = free_tcp_port(), free_udp_port()
-    for k, v in loopback_env().items():
+    # The pipeline's server reads the process environment.
+    for k, v in LOOPBACK.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("EPICS_PVAS_SERVER_PORT", str(tcp))
     monkeypatch.setenv("EPICS_PVAS_BROADCAST_PORT", str(udp))
-    conf = {
-        "EPICS_PVA_ADDR_LIST": "127.0.0.1",
-        "EPICS_PVA_AUTO_ADDR_LIST": "NO",
-        "EPICS_PVA_BROADCAST_PORT": str(udp),
-        "EPICS_PVA_SERVER_PORT": str(tcp),
-        "EPICS_PVA_INTF_ADDR_LIST": "127.0.0.1",
-    }
+    conf = pva_client_conf(tcp, udp)
     with ndflow.Pipeline(prefix="PYT:", serve_pva=True) as p:
         sim(p, n=3)
         p.add("pva", "PVA1", NDArrayPort="SIM1")
@@ -646,11 +649,10 @@ def test_serve_pva_makes_the_pipeline_an_ioc(monkeypatch):
 
 def test_serve_ca_makes_the_pipeline_a_channel_access_server(monkeypatch):
     """serve_ca=True: pyepics (in a subprocess) reads a counter and writes a setting."""
-    pytest.importorskip("epics")
-    from pva_util import ca_client_env, free_tcp_udp_port, free_udp_port, loopback_env
+    require("epics")
 
     port, repeater = free_tcp_udp_port(), free_udp_port()
-    for k, v in loopback_env().items():
+    for k, v in LOOPBACK.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("EPICS_CAS_SERVER_PORT", str(port))
     monkeypatch.setenv("EPICS_CA_SERVER_PORT", str(port))
@@ -664,8 +666,7 @@ def test_serve_ca_makes_the_pipeline_a_channel_access_server(monkeypatch):
         sim(p, n=4)
         p.run(timeout=20, progress=False)
         assert "Channel Access" in p.serving
-        env = dict(os.environ)
-        env.update(ca_client_env(port, repeater))
+        env = process_env(**ca_client_env(port, repeater))
         r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                            text=True, timeout=120)
         assert "COUNT 4" in r.stdout, r.stdout + r.stderr

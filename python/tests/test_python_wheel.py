@@ -17,9 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from interop import require
 
-ndflow = pytest.importorskip("ndflow")
-h5py = pytest.importorskip("h5py")
+ndflow = require("ndflow")
+h5py = require("h5py")
 
 REPO = Path(__file__).resolve().parents[2]
 # What the manylinux policy lets a wheel take from the system (glibc's libraries, libgcc,

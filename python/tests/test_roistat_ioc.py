@@ -3,7 +3,8 @@ output (the same pixels, with the ROI results as attributes) feeds a `pva` port;
 results, their time series and the Stats port's TS waveforms read over pvAccess (p4p) equal
 numpy on the frames the pva port published.
 
-Loopback only: the IOC and the clients get ../shared/loopback.env with per-test free ports.
+Loopback only: the IOC and the clients get netenv.py's loopback variables with per-test free
+ports.
 """
 
 import time

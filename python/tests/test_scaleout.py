@@ -9,13 +9,14 @@ each writing its own HDF5 file; `ndflow vds` joins the files into one virtual da
   no frame moves;
 - `ndflow vds` errors name the file and the problem, and leave no master behind.
 
-Loopback only (../shared/loopback.env with per-test free ports).
+Loopback only (netenv.py, with per-test free ports).
 """
 
 import json
 import os
 import pathlib
 import subprocess
+import warnings
 
 import h5py
 import numpy as np
@@ -331,6 +332,10 @@ def test_bench_scaleout_counts_every_frame(ndflow_bin, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     # Namespaces need root, `ip netns`, veth and tc tbf; the bench says when it cannot.
     netns = "netns rows skipped" not in r.stdout
+    if not netns:
+        # Those rows depend on the machine, not on ndflow: say that they went unchecked.
+        why = next(line for line in r.stdout.splitlines() if "netns rows skipped" in line)
+        warnings.warn(f"bench scaleout's namespace rows not checked here: {why.strip()}")
     rows = json.loads(report.read_text())["rows"]
     modes = [(row["mode"], row["writers"]) for row in rows]
     expected = [("one process, no network", 1), ("loopback", 1), ("loopback", 2)]
@@ -403,7 +408,7 @@ os.execv("{ndflow_bin}", ["{ndflow_bin}"] + args)
 
 def test_run_script_on_this_machine(ndflow_bin, tmp_path):
     """examples/scaleout/run.sh as a user runs it: 2 writers, every frame in the master."""
-    from pva_util import free_tcp_port
+    from netenv import free_tcp_port
 
     env = dict(os.environ, NDFLOW=str(ndflow_bin), NDFLOW_PORT_BASE=str(free_tcp_port()))
     out = tmp_path / "run"

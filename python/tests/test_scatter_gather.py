@@ -14,7 +14,9 @@ import h5py
 import numpy as np
 import pytest
 
-from pva_util import NdflowIoc, ca_client_env
+from interop import require
+from netenv import ca_client_env
+from pva_util import NdflowIoc
 from test_ad_records import CA_CHECK, CA_NATIVE, pva_problem
 from test_hdf5_common import ATTRS, LINK
 
@@ -242,7 +244,7 @@ def test_gather_records_over_pvaccess(ioc):
 
 
 def test_gather_records_over_channel_access(ioc):
-    pytest.importorskip("epics")
+    require("epics")
     names = ["SG:Gather1:" + r["name"] for r in GATHER_RECORDS]
     env = dict(os.environ)
     env.update(ca_client_env(ioc.ca_port, ioc.ca_repeater))

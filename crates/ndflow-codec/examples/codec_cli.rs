@@ -1,5 +1,5 @@
 //! File-to-file driver for the interop tests against the C libraries
-//! (`python/tests/test_codec_bslz4_lz4_zlib.py`).
+//! (`python/tests/test_codec_plugin_compressors.py`).
 //!
 //! ```text
 //! codec_cli compress   CODEC ELEM_SIZE IN OUT [PARAM]

@@ -1,7 +1,7 @@
 """p4p (pvxs) server the ndflow pvAccess client tests talk to.
 
 Started by crates/ndflow-pva/tests/client_p4p.rs with the loopback environment of
-shared/loopback.env and per-test ports in EPICS_PVA_SERVER_PORT / EPICS_PVA_BROADCAST_PORT.
+scripts/loopback.env and per-test ports in EPICS_PVA_SERVER_PORT / EPICS_PVA_BROADCAST_PORT.
 Serves, under the prefix given as argv[1]:
 
   dbl (NTScalar double, writable)   int (NTScalar int32, writable)   str (NTScalar string, writable)

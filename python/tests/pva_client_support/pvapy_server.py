@@ -1,7 +1,7 @@
 """pvapy (pvAccessCPP) server for the ndflow client tests: unlike pvxs it segments large messages
 and sends types through the introspection cache (0xFD/0xFE), as NDPluginPva and pvaDriver peers do.
 
-Started by crates/ndflow-pva/tests/client_pvapy.rs with shared/loopback.env and per-test ports in
+Started by crates/ndflow-pva/tests/client_pvapy.rs with scripts/loopback.env and per-test ports in
 EPICS_PVA_SERVER_PORT / EPICS_PVA_BROADCAST_PORT. Serves, under the prefix argv[1]:
   image (NTNDArray)   dbl (structure {double value}, writable)
 Commands on stdin (each answered by a line starting "OK"):
