@@ -18,6 +18,7 @@ import time
 import h5py
 import numpy as np
 import pytest
+from interop import require
 from netenv import free_tcp_port, free_udp_port, process_env
 from pva_util import NdflowIoc
 
@@ -108,6 +109,27 @@ def test_own_pvs_are_read_in_process_with_ca_and_pva_off(ndflow_bin, tmp_path):
     # A long string (waveform) of a port configured after the driver: resolved once it exists.
     assert [text(s) for s in a["WriterFile"]] == [name] * 3
     assert a["SizeX"].dtype == np.int32 and list(a["SizeX"]) == [16, 16, 16]
+
+
+def test_the_python_package_reads_its_own_pvs_in_process_too(tmp_path):
+    """The same config run by the ndflow package, serving nothing: the package installs the
+    same EPICS_PV reader as `ndflow run`."""
+    ndflow = require("ndflow")
+    xml = tmp_path / "self.xml"
+    xml.write_text(SELF_XML.replace("{P}", P))
+    out = tmp_path / "data"
+    out.mkdir()
+    toml = SELF_CONFIG.replace("{P}", P).replace("{xml}", str(xml)).replace("{out}", str(out) + "/")
+    with ndflow.Pipeline(toml=toml) as p:
+        assert p.wait_idle(timeout=60)
+    name = "selfpvs_long_file_name_over_forty_characters_for_a_waveform"
+    a, shape = attrs_of(out / f"{name}_001.h5")
+    assert shape == (3, 8, 16)
+    assert np.allclose(a["AcqTime"], 0.0025)
+    assert [text(s) for s in a["ModeText"]] == ["Multiple"] * 3
+    assert [text(s) for s in a["Manufacturer"]] == ["Simulated detector"] * 3
+    assert [text(s) for s in a["WriterFile"]] == [name] * 3
+    assert list(a["SizeX"]) == [16, 16, 16]
 
 
 PVA_XML = """<Attributes>

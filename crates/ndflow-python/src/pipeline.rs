@@ -202,6 +202,12 @@ impl Pipeline {
         });
         py.detach(|| cfg.build(&graph, &images))
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        // A config's ports exist now (and may already acquire, with `Acquire = 1`): its
+        // EPICS_PV attributes naming them are read in process from here on. A pipeline built
+        // port by port gets the same at its first start().
+        if !cfg.ports.is_empty() {
+            serve::set_local_pvs(&core.pv_reader, &graph, &cfg.prefix, &cfg.port_prefixes());
+        }
         // A config file with `Acquire = 1` starts acquiring as it is built.
         if !graph.is_idle()
             || cfg.ports.iter().any(|p| {
