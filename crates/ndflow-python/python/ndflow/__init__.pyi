@@ -925,6 +925,72 @@ class _simsimDetectorParams:
     def YSine2Phase_RBV(self) -> float:
         """Phase of Y sine 2 (degrees) Kind: float64; default 90.0."""
 
+class _pvadriverpvaDriverParams:
+    @property
+    def PvName(self) -> str:
+        """NTNDArray PV to receive frames from Kind: string; default ''."""
+    @PvName.setter
+    def PvName(self, value: str) -> None: ...
+    @property
+    def PvName_RBV(self) -> str:
+        """NTNDArray PV to receive frames from Kind: string; default ''."""
+    @property
+    def PvConnection(self) -> str:
+        """Whether the PV is connected Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
+    @property
+    def PvConnection_RBV(self) -> str:
+        """Whether the PV is connected Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
+    @property
+    def OverrunCounter(self) -> int:
+        """Updates the server reported as overrun (squashed) for this monitor Kind: int64; default 0."""
+    @property
+    def OverrunCounter_RBV(self) -> int:
+        """Updates the server reported as overrun (squashed) for this monitor Kind: int64; default 0."""
+    @property
+    def LostFrames(self) -> int:
+        """Frames missing from the uniqueId sequence (when CountUidGaps = Yes) Kind: int64; default 0."""
+    @property
+    def LostFrames_RBV(self) -> int:
+        """Frames missing from the uniqueId sequence (when CountUidGaps = Yes) Kind: int64; default 0."""
+    @property
+    def CountUidGaps(self) -> str:
+        """Count uniqueId gaps as LostFrames; No for one of several writers fed by a Scatter, which sees only its share Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'Yes'."""
+    @CountUidGaps.setter
+    def CountUidGaps(self, value: str | int) -> None: ...
+    @property
+    def CountUidGaps_RBV(self) -> str:
+        """Count uniqueId gaps as LostFrames; No for one of several writers fed by a Scatter, which sees only its share Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'Yes'."""
+    @property
+    def InvalidFrames(self) -> int:
+        """Updates that were not a usable NTNDArray (dropped; StatusMessage says why) Kind: int64; default 0."""
+    @property
+    def InvalidFrames_RBV(self) -> int:
+        """Updates that were not a usable NTNDArray (dropped; StatusMessage says why) Kind: int64; default 0."""
+    @property
+    def DropInitialValue(self) -> str:
+        """Skip the first update of each subscription: the PV's current value, made before Acquire Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'Yes'."""
+    @DropInitialValue.setter
+    def DropInitialValue(self, value: str | int) -> None: ...
+    @property
+    def DropInitialValue_RBV(self) -> str:
+        """Skip the first update of each subscription: the PV's current value, made before Acquire Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'Yes'."""
+    @property
+    def Lossless(self) -> str:
+        """Pipelined monitor: a lossless publisher waits for this driver Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @Lossless.setter
+    def Lossless(self, value: str | int) -> None: ...
+    @property
+    def Lossless_RBV(self) -> str:
+        """Pipelined monitor: a lossless publisher waits for this driver Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def MonitorQueueSize(self) -> int:
+        """Updates the monitor may hold (pvRequest queueSize) Range: [2.0, 100000.0]. Kind: int32; default 16."""
+    @MonitorQueueSize.setter
+    def MonitorQueueSize(self, value: int) -> None: ...
+    @property
+    def MonitorQueueSize_RBV(self) -> int:
+        """Updates the monitor may hold (pvRequest queueSize) Range: [2.0, 100000.0]. Kind: int32; default 16."""
+
 class _NDPluginBaseParams:
     @property
     def PluginType(self) -> str:
@@ -2201,72 +2267,6 @@ class _codecNDPluginCodecParams:
     @property
     def CodecError(self) -> str:
         """Why the last frame failed Kind: string; default ''."""
-
-class _pvadriverpvaDriverParams:
-    @property
-    def PvName(self) -> str:
-        """NTNDArray PV to receive frames from Kind: string; default ''."""
-    @PvName.setter
-    def PvName(self, value: str) -> None: ...
-    @property
-    def PvName_RBV(self) -> str:
-        """NTNDArray PV to receive frames from Kind: string; default ''."""
-    @property
-    def PvConnection(self) -> str:
-        """Whether the PV is connected Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
-    @property
-    def PvConnection_RBV(self) -> str:
-        """Whether the PV is connected Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
-    @property
-    def OverrunCounter(self) -> int:
-        """Updates the server reported as overrun (squashed) for this monitor Kind: int64; default 0."""
-    @property
-    def OverrunCounter_RBV(self) -> int:
-        """Updates the server reported as overrun (squashed) for this monitor Kind: int64; default 0."""
-    @property
-    def LostFrames(self) -> int:
-        """Frames missing from the uniqueId sequence (when CountUidGaps = Yes) Kind: int64; default 0."""
-    @property
-    def LostFrames_RBV(self) -> int:
-        """Frames missing from the uniqueId sequence (when CountUidGaps = Yes) Kind: int64; default 0."""
-    @property
-    def CountUidGaps(self) -> str:
-        """Count uniqueId gaps as LostFrames; No for one of several writers fed by a Scatter, which sees only its share Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'Yes'."""
-    @CountUidGaps.setter
-    def CountUidGaps(self, value: str | int) -> None: ...
-    @property
-    def CountUidGaps_RBV(self) -> str:
-        """Count uniqueId gaps as LostFrames; No for one of several writers fed by a Scatter, which sees only its share Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'Yes'."""
-    @property
-    def InvalidFrames(self) -> int:
-        """Updates that were not a usable NTNDArray (dropped; StatusMessage says why) Kind: int64; default 0."""
-    @property
-    def InvalidFrames_RBV(self) -> int:
-        """Updates that were not a usable NTNDArray (dropped; StatusMessage says why) Kind: int64; default 0."""
-    @property
-    def DropInitialValue(self) -> str:
-        """Skip the first update of each subscription: the PV's current value, made before Acquire Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'Yes'."""
-    @DropInitialValue.setter
-    def DropInitialValue(self, value: str | int) -> None: ...
-    @property
-    def DropInitialValue_RBV(self) -> str:
-        """Skip the first update of each subscription: the PV's current value, made before Acquire Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'Yes'."""
-    @property
-    def Lossless(self) -> str:
-        """Pipelined monitor: a lossless publisher waits for this driver Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
-    @Lossless.setter
-    def Lossless(self, value: str | int) -> None: ...
-    @property
-    def Lossless_RBV(self) -> str:
-        """Pipelined monitor: a lossless publisher waits for this driver Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
-    @property
-    def MonitorQueueSize(self) -> int:
-        """Updates the monitor may hold (pvRequest queueSize) Range: [2.0, 100000.0]. Kind: int32; default 16."""
-    @MonitorQueueSize.setter
-    def MonitorQueueSize(self, value: int) -> None: ...
-    @property
-    def MonitorQueueSize_RBV(self) -> int:
-        """Updates the monitor may hold (pvRequest queueSize) Range: [2.0, 100000.0]. Kind: int32; default 16."""
 
 class _pvaNDPluginPvaParams:
     @property
@@ -4120,6 +4120,9 @@ class _gatherNDPluginGatherParams:
 class SimPort(Port, _simsimDetectorParams, _ADBaseParams, _NDArrayBaseParams):
     """A `sim` port: its parameters as attributes."""
 
+class PvadriverPort(Port, _pvadriverpvaDriverParams, _ADBaseParams, _NDArrayBaseParams):
+    """A `pvadriver` port: its parameters as attributes."""
+
 class RoiPort(Port, _roiNDPluginROIParams, _NDPluginBaseParams, _NDArrayBaseParams):
     """A `roi` port: its parameters as attributes."""
 
@@ -4134,9 +4137,6 @@ class StdarraysPort(Port, _stdarraysNDPluginStdArraysParams, _NDPluginBaseParams
 
 class CodecPort(Port, _codecNDPluginCodecParams, _NDPluginBaseParams, _NDArrayBaseParams):
     """A `codec` port: its parameters as attributes."""
-
-class PvadriverPort(Port, _pvadriverpvaDriverParams, _ADBaseParams, _NDArrayBaseParams):
-    """A `pvadriver` port: its parameters as attributes."""
 
 class PvaPort(Port, _pvaNDPluginPvaParams, _NDPluginBaseParams, _NDArrayBaseParams):
     """A `pva` port: its parameters as attributes."""
@@ -4202,6 +4202,8 @@ class Pipeline:
     @overload
     def add(self, type_name: Literal['sim'], name: str, prefix: str | None = None, *, MaxSizeX: int = ..., MaxSizeY: int = ..., Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., MinX: int = ..., MinY: int = ..., SizeX: int = ..., SizeY: int = ..., BinX: int = ..., BinY: int = ..., ReverseX: str | int = ..., ReverseY: str | int = ..., Gain: float = ..., ImageMode: str | int = ..., TriggerMode: str | int = ..., FrameType: str | int = ..., AcquireTime: float = ..., AcquirePeriod: float = ..., NumImages: int = ..., NumExposures: int = ..., ReadStatus: str | int = ..., ShutterMode: str | int = ..., ShutterControl: str | int = ..., ShutterOpenDelay: float = ..., ShutterCloseDelay: float = ..., Temperature: float = ..., SimMode: str | int = ..., GainX: float = ..., GainY: float = ..., GainRed: float = ..., GainGreen: float = ..., GainBlue: float = ..., Offset: float = ..., Noise: float = ..., Reset: int = ..., PeakStartX: int = ..., PeakStartY: int = ..., PeakWidthX: int = ..., PeakWidthY: int = ..., PeakNumX: int = ..., PeakNumY: int = ..., PeakStepX: int = ..., PeakStepY: int = ..., PeakVariation: float = ..., XSineOperation: str | int = ..., YSineOperation: str | int = ..., XSine1Amplitude: float = ..., XSine1Frequency: float = ..., XSine1Phase: float = ..., XSine2Amplitude: float = ..., XSine2Frequency: float = ..., XSine2Phase: float = ..., YSine1Amplitude: float = ..., YSine1Frequency: float = ..., YSine1Phase: float = ..., YSine2Amplitude: float = ..., YSine2Frequency: float = ..., YSine2Phase: float = ...) -> SimPort: ...
     @overload
+    def add(self, type_name: Literal['pvadriver'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., MinX: int = ..., MinY: int = ..., SizeX: int = ..., SizeY: int = ..., BinX: int = ..., BinY: int = ..., ReverseX: str | int = ..., ReverseY: str | int = ..., Gain: float = ..., ImageMode: str | int = ..., TriggerMode: str | int = ..., FrameType: str | int = ..., AcquireTime: float = ..., AcquirePeriod: float = ..., NumImages: int = ..., NumExposures: int = ..., ReadStatus: str | int = ..., ShutterMode: str | int = ..., ShutterControl: str | int = ..., ShutterOpenDelay: float = ..., ShutterCloseDelay: float = ..., Temperature: float = ..., PvName: str = ..., CountUidGaps: str | int = ..., DropInitialValue: str | int = ..., Lossless: str | int = ..., MonitorQueueSize: int = ...) -> PvadriverPort: ...
+    @overload
     def add(self, type_name: Literal['roi'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., Name: str = ..., MinX: int = ..., MinY: int = ..., MinZ: int = ..., SizeX: int = ..., SizeY: int = ..., SizeZ: int = ..., BinX: int = ..., BinY: int = ..., BinZ: int = ..., ReverseX: str | int = ..., ReverseY: str | int = ..., ReverseZ: str | int = ..., EnableX: str | int = ..., EnableY: str | int = ..., EnableZ: str | int = ..., AutoSizeX: str | int = ..., AutoSizeY: str | int = ..., AutoSizeZ: str | int = ..., DataTypeOut: str | int = ..., EnableScale: str | int = ..., Scale: float = ..., CollapseDims: str | int = ...) -> RoiPort: ...
     @overload
     def add(self, type_name: Literal['stats'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., TSControl: str | int = ..., TSRead: int = ..., TSNumPoints: int = ..., TSAcquireMode: str | int = ..., ComputeStatistics: str | int = ..., BgdWidth: int = ..., ComputeCentroid: str | int = ..., CentroidThreshold: float = ..., ComputeProfiles: str | int = ..., CursorX: int = ..., CursorY: int = ..., ComputeHistogram: str | int = ..., HistSize: int = ..., HistMin: float = ..., HistMax: float = ...) -> StatsPort: ...
@@ -4211,8 +4213,6 @@ class Pipeline:
     def add(self, type_name: Literal['stdarrays'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., ArrayDataType: str | int = ...) -> StdarraysPort: ...
     @overload
     def add(self, type_name: Literal['codec'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., Mode: str | int = ..., Compressor: str | int = ..., JPEGQuality: int = ..., ZlibCLevel: int = ..., BloscCompressor: str | int = ..., BloscCLevel: int = ..., BloscShuffle: str | int = ..., BloscNumThreads: int = ..., LZ4HDF5BlockSize: int = ...) -> CodecPort: ...
-    @overload
-    def add(self, type_name: Literal['pvadriver'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., MinX: int = ..., MinY: int = ..., SizeX: int = ..., SizeY: int = ..., BinX: int = ..., BinY: int = ..., ReverseX: str | int = ..., ReverseY: str | int = ..., Gain: float = ..., ImageMode: str | int = ..., TriggerMode: str | int = ..., FrameType: str | int = ..., AcquireTime: float = ..., AcquirePeriod: float = ..., NumImages: int = ..., NumExposures: int = ..., ReadStatus: str | int = ..., ShutterMode: str | int = ..., ShutterControl: str | int = ..., ShutterOpenDelay: float = ..., ShutterCloseDelay: float = ..., Temperature: float = ..., PvName: str = ..., CountUidGaps: str | int = ..., DropInitialValue: str | int = ..., Lossless: str | int = ..., MonitorQueueSize: int = ...) -> PvadriverPort: ...
     @overload
     def add(self, type_name: Literal['pva'], name: str, prefix: str | None = None, *, PvName: str = ..., Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., Lossless: str | int = ..., LosslessTimeout: float = ...) -> PvaPort: ...
     @overload
