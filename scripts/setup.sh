@@ -60,6 +60,10 @@ if ! .venv/bin/python -c "import ndflow._ndflow" 2>/dev/null || [ ! -f "$stamp" 
     echo "setup: building the ndflow wheel and installing it into .venv"
     # (an extension left in the source tree by an earlier `maturin develop` must not ride along)
     rm -f "$wheels"/ndflow-*.whl crates/ndflow-python/python/ndflow/_ndflow*.so
+    # --auditwheel repair patches the built library in place, and cargo's own copy is a hard
+    # link of it: without this, a rebuild with no Rust change hands back the patched file,
+    # whose renamed libhdf5 dependency the repair then cannot find.
+    rm -f "$target"/maturin/libndflow_python*.so "$target"/release/deps/libndflow_python*.so
     if ! log=$(cd crates/ndflow-python \
         && PATH="$PWD/../../.venv/bin:$PATH" ../../.venv/bin/maturin build --release --quiet \
             --auditwheel repair --out "$wheels" 2>&1); then
