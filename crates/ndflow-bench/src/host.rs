@@ -51,26 +51,20 @@ pub fn process_cpu_seconds() -> f64 {
 
 /// The EPICS environment of every child: servers and clients on 127.0.0.1 only, no
 /// broadcasts, no automatic address lists, beacons to loopback (a bench must not reach, or
-/// be reached from, the network it runs on). Large CA arrays are allowed, for frames.
-pub const LOOPBACK_ENV: [(&str, &str); 13] = [
-    ("EPICS_PVA_AUTO_ADDR_LIST", "NO"),
-    ("EPICS_PVA_ADDR_LIST", "127.0.0.1"),
-    ("EPICS_PVA_INTF_ADDR_LIST", "127.0.0.1"),
-    ("EPICS_PVAS_INTF_ADDR_LIST", "127.0.0.1"),
-    ("EPICS_PVAS_AUTO_BEACON_ADDR_LIST", "NO"),
-    ("EPICS_PVAS_BEACON_ADDR_LIST", "127.0.0.1"),
-    ("PVXS_ENABLE_IPV6", "NO"),
-    ("EPICS_CA_AUTO_ADDR_LIST", "NO"),
-    ("EPICS_CA_ADDR_LIST", "127.0.0.1"),
-    ("EPICS_CAS_INTF_ADDR_LIST", "127.0.0.1"),
-    ("EPICS_CAS_AUTO_BEACON_ADDR_LIST", "NO"),
-    ("EPICS_CAS_BEACON_ADDR_LIST", "127.0.0.1"),
-    ("EPICS_CA_MAX_ARRAY_BYTES", "100000000"),
-];
+/// be reached from, the network it runs on); large CA arrays allowed, for frames. The
+/// repository's one list of them, `scripts/loopback.env`, built into the binary.
+pub fn loopback_vars() -> impl Iterator<Item = (&'static str, &'static str)> {
+    include_str!("../../../scripts/loopback.env")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim(), v.trim()))
+}
 
-/// Puts [`LOOPBACK_ENV`] on `cmd`.
+/// Puts [`loopback_vars`] on `cmd`.
 pub fn loopback_env(cmd: &mut Command) -> &mut Command {
-    cmd.envs(LOOPBACK_ENV)
+    cmd.envs(loopback_vars())
 }
 
 /// The Channel Access ports of a child: its server (or the server its clients look for) on

@@ -38,37 +38,15 @@ fn free_udp() -> u16 {
         .expect("free udp port")
 }
 
-/// The loopback variables of scripts/loopback.env (defaults if the file is missing).
+/// The loopback variables: the repository's one list, scripts/loopback.env.
 fn loopback_env() -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = [
-        ("EPICS_CA_AUTO_ADDR_LIST", "NO"),
-        ("EPICS_CA_ADDR_LIST", "127.0.0.1"),
-        ("EPICS_CAS_INTF_ADDR_LIST", "127.0.0.1"),
-        ("EPICS_CAS_AUTO_BEACON_ADDR_LIST", "NO"),
-        ("EPICS_CAS_BEACON_ADDR_LIST", "127.0.0.1"),
-        ("EPICS_PVA_AUTO_ADDR_LIST", "NO"),
-        ("EPICS_PVA_ADDR_LIST", "127.0.0.1"),
-        ("EPICS_PVAS_INTF_ADDR_LIST", "127.0.0.1"),
-        ("EPICS_PVAS_AUTO_BEACON_ADDR_LIST", "NO"),
-        ("EPICS_PVAS_BEACON_ADDR_LIST", "127.0.0.1"),
-        ("PVXS_ENABLE_IPV6", "NO"),
-    ]
-    .iter()
-    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-    .collect();
-    let f = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/loopback.env");
-    if let Ok(text) = std::fs::read_to_string(f) {
-        for line in text.lines().map(str::trim) {
-            if line.starts_with('#') {
-                continue;
-            }
-            if let Some((k, val)) = line.split_once('=') {
-                v.retain(|(kk, _)| kk != k.trim());
-                v.push((k.trim().to_owned(), val.trim().to_owned()));
-            }
-        }
-    }
-    v
+    include_str!("../../../scripts/loopback.env")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect()
 }
 
 struct Ioc {
