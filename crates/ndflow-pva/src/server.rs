@@ -29,13 +29,13 @@ pub mod fuzz;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::RwLock;
-use tokio::net::{TcpListener, UdpSocket};
+use tokio::net::TcpListener;
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
@@ -101,6 +101,11 @@ pub struct ServerStats {
     pub bytes_received: u64,
     pub messages_received: u64,
     pub searches: u64,
+    /// Searches not answered because of where they came from (other hosts, while serving
+    /// this host only).
+    pub searches_refused: u64,
+    /// Unicast searches passed on to the other servers of this host (loopback group).
+    pub searches_forwarded: u64,
     /// Messages that could not be decoded (ignored, or the connection closed).
     pub malformed: u64,
     /// Monitor updates a lossless poster wrote to the socket itself (see `direct_write`).
@@ -117,6 +122,8 @@ pub(crate) struct Counters {
     bytes_received: AtomicU64,
     messages_received: AtomicU64,
     searches: AtomicU64,
+    searches_refused: AtomicU64,
+    searches_forwarded: AtomicU64,
     malformed: AtomicU64,
     direct_writes: AtomicU64,
 }
@@ -130,6 +137,12 @@ impl Counters {
     }
     pub(crate) fn search(&self) {
         self.searches.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn search_refused(&self) {
+        self.searches_refused.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn search_forwarded(&self) {
+        self.searches_forwarded.fetch_add(1, Ordering::Relaxed);
     }
     pub(crate) fn sent(&self, n: usize) {
         self.bytes_sent.fetch_add(n as u64, Ordering::Relaxed);
@@ -163,6 +176,8 @@ impl Counters {
             bytes_received: g(&self.bytes_received),
             messages_received: g(&self.messages_received),
             searches: g(&self.searches),
+            searches_refused: g(&self.searches_refused),
+            searches_forwarded: g(&self.searches_forwarded),
             malformed: g(&self.malformed),
             direct_writes: g(&self.direct_writes),
         }
@@ -181,9 +196,9 @@ fn add(a: &AtomicU64, delta: i64) {
 pub(crate) struct ServerShared {
     pub(crate) provider: Arc<dyn ChannelProvider>,
     pub(crate) guid: [u8; 12],
-    /// The address announced in search responses and beacons.
+    /// The address announced in search responses and beacons (the unspecified address: "the
+    /// one this reply came from").
     pub(crate) tcp_addr: SocketAddr,
-    pub(crate) bind_ip: IpAddr,
     pub(crate) cfg: ServerConfig,
     pub(crate) stats: Counters,
 }
@@ -197,8 +212,7 @@ impl ServerShared {
         Self {
             provider,
             guid: new_guid(),
-            tcp_addr,
-            bind_ip: cfg.bind,
+            tcp_addr: SocketAddr::new(cfg.listen.announce(), tcp_addr.port()),
             cfg,
             stats: Counters::default(),
         }
@@ -227,6 +241,8 @@ fn new_guid() -> [u8; 12] {
 /// A running server. Stops (sockets closed, threads joined) on [`Server::stop`] or drop.
 pub struct Server {
     shared: Arc<ServerShared>,
+    /// The (first) address the TCP listeners bound.
+    tcp_addr: SocketAddr,
     udp_addr: SocketAddr,
     shutdown: watch::Sender<bool>,
     runtime: Option<Runtime>,
@@ -242,47 +258,52 @@ impl Server {
             .build()?;
         // Bind with std sockets and hand them to the runtime through `enter` (not `block_on`),
         // so that starting a server from inside another runtime works too.
-        let (listener, udp) = {
+        let (listeners, udp, tcp_port) = {
             let _ctx = runtime.enter();
-            let listener = match std::net::TcpListener::bind((cfg.bind, cfg.tcp_port)) {
-                Ok(l) => l,
-                // Like pvxs: a taken TCP port falls back to an ephemeral one (searches tell
-                // clients where we are).
-                Err(e) if e.kind() == io::ErrorKind::AddrInUse && cfg.tcp_port != 0 => {
-                    std::net::TcpListener::bind((cfg.bind, 0))?
-                }
-                Err(e) => return Err(e),
-            };
-            listener.set_nonblocking(true)?;
-            let listener = TcpListener::from_std(listener)?;
-            let udp = bind_udp(SocketAddr::new(cfg.bind, cfg.udp_port))?;
-            (listener, udp)
+            let mut listeners = Vec::new();
+            let mut port = cfg.tcp_port;
+            for ip in cfg.listen.tcp_addrs() {
+                let listener = match std::net::TcpListener::bind((ip, port)) {
+                    Ok(l) => l,
+                    // Like pvxs: a taken TCP port falls back to an ephemeral one (searches
+                    // tell clients where we are).
+                    Err(e) if e.kind() == io::ErrorKind::AddrInUse && port != 0 => {
+                        let l = std::net::TcpListener::bind((ip, 0))?;
+                        tracing::info!(
+                            "pvAccess: TCP port {port} is taken (another server on this host); using {}",
+                            l.local_addr()?.port()
+                        );
+                        l
+                    }
+                    Err(e) => return Err(e),
+                };
+                // Every interface on one port, as clients are told one port.
+                port = listener.local_addr()?.port();
+                listener.set_nonblocking(true)?;
+                listeners.push(TcpListener::from_std(listener)?);
+            }
+            let udp = ndflow_net::DiscoverySocket::bind(cfg.udp_port)?;
+            (listeners, udp, port)
         };
-        let tcp_addr = listener.local_addr()?;
+        let tcp_addr = SocketAddr::new(cfg.listen.tcp_addrs()[0], tcp_port);
         let udp_addr = udp.local_addr()?;
+        let mut cfg = cfg;
+        cfg.udp_port = udp_addr.port();
         let udp = Arc::new(udp);
         let shared = Arc::new(ServerShared::new(provider, tcp_addr, cfg.clone()));
         let (shutdown, rx) = watch::channel(false);
-        runtime.spawn(accept_loop(listener, Arc::clone(&shared), rx.clone()));
+        for listener in listeners {
+            runtime.spawn(accept_loop(listener, Arc::clone(&shared), rx.clone()));
+        }
         runtime.spawn(search::udp_loop(
             Arc::clone(&udp),
             Arc::clone(&shared),
             rx.clone(),
         ));
-        runtime.spawn(beacon::beacon_loop(
-            udp,
-            Arc::clone(&shared),
-            // Port 0 (an ephemeral search port copied into the list) names nobody.
-            cfg.beacon_addrs
-                .iter()
-                .copied()
-                .filter(|a| a.port() != 0)
-                .collect(),
-            cfg.beacon_period,
-            rx,
-        ));
+        runtime.spawn(beacon::beacon_loop(udp, Arc::clone(&shared), rx));
         Ok(Server {
             shared,
+            tcp_addr,
             udp_addr,
             shutdown,
             runtime: Some(runtime),
@@ -290,11 +311,18 @@ impl Server {
     }
 
     pub fn tcp_addr(&self) -> SocketAddr {
-        self.shared.tcp_addr
+        self.tcp_addr
     }
 
+    /// Whom this server serves.
+    pub fn listen(&self) -> &ndflow_net::Listen {
+        &self.shared.cfg.listen
+    }
+
+    /// The search port as a client on this host reaches it (127.0.0.1; the socket itself is
+    /// bound to every interface).
     pub fn udp_addr(&self) -> SocketAddr {
-        self.udp_addr
+        SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, self.udp_addr.port()))
     }
 
     pub fn stats(&self) -> ServerStats {
@@ -324,17 +352,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.shutdown_now();
     }
-}
-
-/// The search socket, with SO_REUSEADDR as pvxs sets it: clients on the same host bind the
-/// broadcast port too (to hear beacons), and without it whichever comes second fails.
-fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    sock.set_reuse_address(true)?;
-    sock.set_nonblocking(true)?;
-    sock.bind(&addr.into())?;
-    UdpSocket::from_std(sock.into())
 }
 
 async fn accept_loop(

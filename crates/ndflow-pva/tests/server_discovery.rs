@@ -1,6 +1,7 @@
 //! Discovery: UDP search (found / silent / mustReply / several messages per datagram with an
-//! ORIGIN_TAG), TCP search (name-server mode), beacons to the configured list, and the
-//! EPICS_PVAS_* configuration. Everything on 127.0.0.1.
+//! ORIGIN_TAG), several servers sharing one search port (a unicast search reaches them all),
+//! replies refused to other hosts, TCP search (name-server mode), beacons to the configured
+//! list, and the EPICS_PVAS_* configuration. Everything on 127.0.0.1.
 
 mod server_support;
 
@@ -8,6 +9,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ndflow_net::Listen;
 use ndflow_pva::nt::scalar;
 use ndflow_pva::server::{Server, ServerConfig, SharedPv, StaticProvider};
 use ndflow_pva::transport::cmd;
@@ -198,7 +200,7 @@ fn config_from_epics_variables() {
             .map(|(_, v)| (*v).to_owned())
     };
     let cfg = ServerConfig::from_lookup(look).unwrap();
-    assert!(cfg.bind.is_loopback());
+    assert_eq!(cfg.listen, Listen::Local);
     assert_eq!((cfg.tcp_port, cfg.udp_port), (15075, 15076));
     let want: Vec<SocketAddr> = vec![
         "127.0.0.1:15076".parse().unwrap(),
@@ -206,11 +208,19 @@ fn config_from_epics_variables() {
     ];
     assert_eq!(cfg.beacon_addrs, want);
     assert_eq!(cfg.conn_timeout, Duration::from_secs(4));
-    // Defaults: loopback bind, standard ports, beacons to the client list.
+    // Defaults: this host only, standard ports, beacons to the client list and the loopback
+    // group.
     let cfg =
         ServerConfig::from_lookup(|k| (k == "EPICS_PVA_ADDR_LIST").then(|| "127.0.0.1".into()))
             .unwrap();
-    assert!(cfg.bind.is_loopback());
+    assert_eq!(cfg.listen, Listen::Local);
+    assert_eq!(
+        cfg.beacon_destinations(),
+        vec![
+            "127.0.0.1:5076".parse::<SocketAddr>().unwrap(),
+            "224.0.0.128:5076".parse::<SocketAddr>().unwrap()
+        ]
+    );
     assert_eq!((cfg.tcp_port, cfg.udp_port), (5075, 5076));
     assert_eq!(
         cfg.beacon_addrs,
@@ -219,4 +229,101 @@ fn config_from_epics_variables() {
     let err = ServerConfig::from_lookup(|k| (k == "EPICS_PVA_SERVER_PORT").then(|| "x".into()))
         .unwrap_err();
     assert_eq!(err.var, "EPICS_PVA_SERVER_PORT");
+    // Every interface, as pvxs: beacons to the list only when the automatic list is off.
+    let all = [
+        ("EPICS_PVAS_INTF_ADDR_LIST", "0.0.0.0"),
+        ("EPICS_PVAS_BEACON_ADDR_LIST", "192.0.2.1"),
+        ("EPICS_PVAS_AUTO_BEACON_ADDR_LIST", "NO"),
+    ];
+    let cfg = ServerConfig::from_lookup(|k| {
+        all.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| (*v).to_owned())
+    })
+    .unwrap();
+    assert_eq!(cfg.listen, Listen::all());
+    assert_eq!(
+        cfg.beacon_destinations(),
+        vec!["192.0.2.1:5076".parse::<SocketAddr>().unwrap()]
+    );
+    // Serving this host only, a beacon list naming another host is not used.
+    let cfg = ServerConfig::from_lookup(|k| {
+        (k == "EPICS_PVAS_BEACON_ADDR_LIST").then(|| "192.0.2.1 127.0.0.1".into())
+    })
+    .unwrap();
+    assert!(!cfg
+        .beacon_destinations()
+        .contains(&"192.0.2.1:5076".parse().unwrap()));
+    let err =
+        ServerConfig::from_lookup(|k| (k == "EPICS_PVAS_INTF_ADDR_LIST").then(|| "eth0".into()))
+            .unwrap_err();
+    assert_eq!(err.var, "EPICS_PVAS_INTF_ADDR_LIST");
+}
+
+#[test]
+fn a_unicast_search_reaches_every_server_sharing_the_port() {
+    let pa = Arc::new(StaticProvider::new());
+    pa.add("T:one", pv());
+    let a = Server::start(ServerConfig::loopback_ephemeral(), pa).unwrap();
+    let pb = Arc::new(StaticProvider::new());
+    pb.add("T:two", pv());
+    let cfg = ServerConfig {
+        udp_port: a.udp_addr().port(),
+        ..ServerConfig::loopback_ephemeral()
+    };
+    let b = Server::start(cfg, pb).unwrap();
+    assert_eq!(a.udp_addr(), b.udp_addr());
+    let s = client_socket();
+    let port = s.local_addr().unwrap().port();
+    // One datagram to 127.0.0.1 (the kernel hands it to one of the two sockets) asks for both
+    // names: each server answers for its own.
+    s.send_to(
+        &search_msg(ByteOrder::Big, 0x80, port, &[(1, "T:one"), (2, "T:two")]),
+        a.udp_addr(),
+    )
+    .unwrap();
+    let mut got: Vec<(u16, Vec<u32>)> = (0..2)
+        .map(|_| {
+            let r = parse_response(&recv(&s).expect("a response from each server"));
+            (r.port, r.ids)
+        })
+        .collect();
+    got.sort();
+    let mut want = vec![
+        (a.tcp_addr().port(), vec![1]),
+        (b.tcp_addr().port(), vec![2]),
+    ];
+    want.sort();
+    assert_eq!(got, want);
+    assert_eq!(
+        a.stats().searches_forwarded + b.stats().searches_forwarded,
+        1
+    );
+    // Stop one: the other still answers.
+    drop(a);
+    s.send_to(
+        &search_msg(ByteOrder::Big, 0x80, port, &[(3, "T:two")]),
+        b.udp_addr(),
+    )
+    .unwrap();
+    let r = parse_response(&recv(&s).expect("the remaining server answers"));
+    assert_eq!((r.port, r.ids), (b.tcp_addr().port(), vec![3]));
+}
+
+#[test]
+fn serving_this_host_only_never_replies_elsewhere() {
+    let (server, _p) = start(vec![("T:a", pv())]);
+    let s = client_socket();
+    // The search asks for its reply to go to another host (a documentation address).
+    let mut m = search_msg(ByteOrder::Big, 0x00, 5076, &[(1, "T:a")]);
+    let other = std::net::Ipv4Addr::new(192, 0, 2, 1)
+        .to_ipv6_mapped()
+        .octets();
+    m[HEADER_LEN + 8..HEADER_LEN + 24].copy_from_slice(&other);
+    s.send_to(&m, server.udp_addr()).unwrap();
+    let t0 = std::time::Instant::now();
+    while server.stats().searches_refused == 0 && t0.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(server.stats().searches_refused, 1);
 }

@@ -1,10 +1,11 @@
-//! BEACON: the server announces itself to the configured beacon list only (never to
-//! automatic broadcast addresses). Beacons merely speed up clients' re-search.
+//! BEACON: the server announces itself to its beacon destinations (see
+//! `ServerConfig::beacon_destinations`: the list, plus the loopback group when serving this
+//! host only or every interface's broadcast address when serving others). Beacons merely
+//! speed up clients' re-search.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::net::UdpSocket;
+use ndflow_net::DiscoverySocket;
 use tokio::sync::watch;
 
 use crate::transport::OutMessage;
@@ -34,27 +35,27 @@ pub(crate) fn encode(srv: &ServerShared, sequence: u8) -> Result<Vec<u8>, Encode
     Ok(out)
 }
 
-/// Send a beacon to every address of the list each period, until shutdown.
+/// Send a beacon to every destination each period, until shutdown (the destinations are
+/// looked up each time: interfaces come and go).
 pub(crate) async fn beacon_loop(
-    sock: Arc<UdpSocket>,
+    sock: Arc<DiscoverySocket>,
     srv: Arc<ServerShared>,
-    addrs: Vec<SocketAddr>,
-    period: std::time::Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    if addrs.is_empty() {
-        return;
-    }
-    let mut tick = tokio::time::interval(period);
+    let mut tick = tokio::time::interval(srv.cfg.beacon_period);
     let mut seq: u8 = 0;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = shutdown.changed() => return,
         }
+        let addrs = srv.cfg.beacon_destinations();
+        if addrs.is_empty() {
+            continue;
+        }
         if let Ok(bytes) = encode(&srv, seq) {
             for a in &addrs {
-                let _ = sock.send_to(&bytes, a).await;
+                let _ = sock.send_to(&bytes, *a).await;
             }
         }
         seq = seq.wrapping_add(1);

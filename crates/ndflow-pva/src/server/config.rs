@@ -1,8 +1,15 @@
 //! Server configuration from the EPICS_PVAS_* / EPICS_PVA_* variables (names and fallbacks as in
-//! pvxs `config.cpp`), except that the default bind address is 127.0.0.1, not every interface.
+//! pvxs `config.cpp`), except for the default scope: without EPICS_PVAS_INTF_ADDR_LIST (or a
+//! `listen` setting) the server serves this host only — searches are received on every
+//! interface but answered only for local clients, TCP listens on 127.0.0.1, and beacons stay
+//! on loopback. With the variable (or `listen = "all"`) it behaves as pvxs: the listed
+//! interfaces, beacons to EPICS_PVAS_BEACON_ADDR_LIST plus, unless
+//! EPICS_PVAS_AUTO_BEACON_ADDR_LIST=NO, every interface's broadcast address.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
+
+use ndflow_net::Listen;
 
 use crate::transport::DEFAULT_MAX_MESSAGE;
 
@@ -20,15 +27,20 @@ pub struct ConfigError {
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
-    /// Address the TCP and UDP sockets bind to.
-    pub bind: IpAddr,
+    /// Whom the server serves; the TCP listeners bind `listen.tcp_addrs()`, the search
+    /// socket the wildcard address.
+    pub listen: Listen,
     /// TCP port; 0 = ephemeral. If the port is taken the server falls back to an ephemeral one
     /// (as pvxs does); `tcp_addr()` tells which.
     pub tcp_port: u16,
     /// UDP search port; 0 = ephemeral.
     pub udp_port: u16,
-    /// Beacon destinations; empty = no beacons.
+    /// Beacon destinations besides the automatic ones (serving this host only, those that
+    /// are not local are left out).
     pub beacon_addrs: Vec<SocketAddr>,
+    /// Beacons also to every interface's broadcast address (other hosts served only) and,
+    /// serving this host only, to the loopback group.
+    pub auto_beacon: bool,
     pub beacon_period: Duration,
     /// Largest message accepted from a client (segments joined).
     pub max_message: usize,
@@ -44,13 +56,14 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// For tests: 127.0.0.1, ephemeral ports, no beacons.
+    /// For tests: this host only, ephemeral ports, no beacons.
     pub fn loopback_ephemeral() -> Self {
         Self {
-            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            listen: Listen::Local,
             tcp_port: 0,
             udp_port: 0,
             beacon_addrs: Vec::new(),
+            auto_beacon: false,
             beacon_period: Duration::from_secs(15),
             max_message: DEFAULT_MAX_MESSAGE,
             conn_timeout: Duration::from_secs(40),
@@ -94,16 +107,20 @@ impl ServerConfig {
             DEFAULT_UDP_PORT,
         )?;
         if let Some(v) = get("EPICS_PVAS_INTF_ADDR_LIST") {
-            // One bind address: the first entry (an optional :port is ignored here).
-            let entry = v.split_whitespace().next().unwrap_or("");
-            cfg.bind = parse_host(entry).ok_or_else(|| ConfigError {
+            cfg.listen = Listen::parse(&v).map_err(|e| ConfigError {
                 var: "EPICS_PVAS_INTF_ADDR_LIST".into(),
                 value: v.clone(),
-                why: "not an IP address".into(),
+                why: format!("{:?} is not an IP address", e.entry),
             })?;
         }
-        // Beacons go only to the listed addresses; like pvxs the client's address list is the
-        // fallback. The automatic (broadcast) list is never used.
+        cfg.auto_beacon = match first(&[
+            "EPICS_PVAS_AUTO_BEACON_ADDR_LIST",
+            "EPICS_PVA_AUTO_ADDR_LIST",
+        ]) {
+            None => true,
+            Some((_, v)) => v.eq_ignore_ascii_case("YES"),
+        };
+        // Like pvxs, the client's address list is the fallback for the beacon list.
         let (var, list) = match first(&["EPICS_PVAS_BEACON_ADDR_LIST", "EPICS_PVA_ADDR_LIST"]) {
             Some((k, v)) => (k, v),
             None => (String::new(), String::new()),
@@ -123,6 +140,32 @@ impl ServerConfig {
             cfg.conn_timeout = secs("EPICS_PVA_CONN_TMO", &v)?.mul_f64(4.0 / 3.0);
         }
         Ok(cfg)
+    }
+
+    /// Where beacons go now: the list (only local addresses when serving this host only),
+    /// plus the automatic destinations.
+    pub fn beacon_destinations(&self) -> Vec<SocketAddr> {
+        let local = self.listen.is_local();
+        let mut v: Vec<SocketAddr> = self
+            .beacon_addrs
+            .iter()
+            .copied()
+            // Port 0 (an ephemeral search port copied into the list) names nobody.
+            .filter(|a| a.port() != 0 && (!local || ndflow_net::ifaces::is_local(a.ip())))
+            .collect();
+        if self.auto_beacon && self.udp_port != 0 {
+            if local {
+                v.push(SocketAddr::from((ndflow_net::LOCAL_GROUP, self.udp_port)));
+            } else {
+                v.extend(
+                    ndflow_net::ifaces::broadcast_addrs()
+                        .into_iter()
+                        .map(|b| SocketAddr::from((b, self.udp_port))),
+                );
+            }
+        }
+        v.dedup();
+        v
     }
 }
 

@@ -56,10 +56,25 @@ impl Harness {
         out
     }
 
-    /// Handle one UDP datagram; returns how many replies it produced.
+    /// Handle one UDP datagram, as received from a client and as passed on by another
+    /// server (with what this server would pass on for it); returns how many replies the
+    /// two produced.
     pub fn feed_datagram(&self, dgram: &[u8]) -> usize {
+        use super::search::{forward_datagram, handle_datagram, Arrival};
         let src: SocketAddr = ([127, 0, 0, 1], 40000).into();
-        super::search::handle_datagram(&self.srv, dgram, src).len()
+        let direct = handle_datagram(&self.srv, dgram, src, Arrival::Direct).len();
+        let fwd = forward_datagram(dgram, src, std::net::Ipv4Addr::LOCALHOST)
+            .map(|f| {
+                handle_datagram(
+                    &self.srv,
+                    &f,
+                    ([127, 0, 0, 1], 5076).into(),
+                    Arrival::Forwarded,
+                )
+                .len()
+            })
+            .unwrap_or(0);
+        direct + fwd
     }
 
     pub fn is_validated(&self) -> bool {

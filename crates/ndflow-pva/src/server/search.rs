@@ -2,10 +2,10 @@
 //! tolerated) and over TCP (name-server mode), answered with SEARCH_RESPONSE for the names we
 //! serve — or for none when the client insists (mustReply).
 
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
-use tokio::net::UdpSocket;
+use ndflow_net::DiscoverySocket;
 use tokio::sync::watch;
 
 use crate::transport::OutMessage;
@@ -19,6 +19,8 @@ use crate::transport::cmd::{
 
 /// Search flag: reply even if nothing is found.
 pub(crate) const SEARCH_MUST_REPLY: u8 = 0x01;
+/// Search flag: sent to one host's address (not broadcast).
+pub(crate) const SEARCH_UNICAST: u8 = 0x80;
 
 /// A decoded SEARCH request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,84 +130,144 @@ pub(crate) fn response(
     }))
 }
 
+/// How a datagram reached this server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Arrival {
+    /// From the client itself (broadcast, or unicast when it cannot be passed on).
+    Direct,
+    /// Passed on by a server of this host through the loopback group (ORIGIN_TAG first).
+    Forwarded,
+}
+
 /// Answers for one datagram: each SEARCH in it gives at most one (destination, bytes) pair.
 /// Malformed content ends the parse of that datagram (what came before still counts).
 pub(crate) fn handle_datagram(
     srv: &ServerShared,
     dgram: &[u8],
     src: SocketAddr,
+    arrival: Arrival,
 ) -> Vec<(SocketAddr, Vec<u8>)> {
     let mut out = Vec::new();
-    let mut rest = dgram;
-    let mut origin: Option<IpAddr> = None;
-    while rest.len() >= HEADER_LEN {
-        let Ok(h) = Header::decode(rest) else { break };
-        // Control and segmented messages are invalid on UDP; server-sent ones are not for us.
-        if h.is_control() || h.segment() != crate::wire::Segment::None || h.is_from_server() {
-            break;
+    for (h, payload) in messages(dgram) {
+        if h.command != CMD_SEARCH {
+            // ORIGIN_TAG names the original destination; how the datagram arrived already
+            // tells us what we need (and a tag from outside the host is not trusted).
+            continue;
         }
-        let len = h.payload_size as usize;
-        let Some(payload) = rest.get(HEADER_LEN..HEADER_LEN + len) else {
+        let mut r = Reader::new(payload, h.byte_order());
+        let Ok(req) = SearchRequest::decode(&mut r) else {
+            srv.stats.malformed();
             break;
         };
-        rest = &rest[HEADER_LEN + len..];
-        let mut r = Reader::new(payload, h.byte_order());
-        match h.command {
-            CMD_ORIGIN_TAG => origin = decode_addr(&mut r).ok().flatten(),
-            CMD_SEARCH => {
-                let Ok(req) = SearchRequest::decode(&mut r) else {
-                    srv.stats.malformed();
-                    break;
-                };
-                srv.stats.search();
-                let ip = req.reply_ip.or(origin).unwrap_or(src.ip());
-                let dest = SocketAddr::new(ip, req.reply_port);
-                if !reply_allowed(srv.bind_ip, dest) {
-                    continue;
-                }
-                if let Some(Ok(msg)) = response(srv, &req, ByteOrder::Big) {
-                    let mut bytes = msg.header.encode().to_vec();
-                    for p in &msg.parts {
-                        bytes.extend_from_slice(p);
-                    }
-                    out.push((dest, bytes));
-                }
+        srv.stats.search();
+        let ip = match (arrival, req.reply_ip) {
+            (_, Some(ip)) => ip,
+            (Arrival::Direct, None) => src.ip(),
+            // The forwarder's address is no use to reply to; forwarders fill the client's in.
+            (Arrival::Forwarded, None) => continue,
+        };
+        if req.reply_port == 0 || !srv.cfg.listen.may_reply_to(ip) {
+            srv.stats.search_refused();
+            continue;
+        }
+        if let Some(Ok(msg)) = response(srv, &req, ByteOrder::Big) {
+            let mut bytes = msg.header.encode().to_vec();
+            for p in &msg.parts {
+                bytes.extend_from_slice(p);
             }
-            _ => {}
+            out.push((SocketAddr::new(ip, req.reply_port), bytes));
         }
     }
     out
 }
 
-/// A server bound to loopback answers only loopback addresses: a search cannot make it send
-/// anywhere else (no reflection off the host), whatever address the packet names.
-fn reply_allowed(bind: IpAddr, dest: SocketAddr) -> bool {
-    if dest.port() == 0 || dest.ip().is_unspecified() || dest.ip().is_multicast() {
-        return false;
-    }
-    if bind.is_loopback() {
-        return dest.ip().is_loopback();
-    }
-    true
+/// The application messages of a datagram, in order, up to the first one that is invalid on
+/// UDP (control, segmented, server-sent) or cut short.
+fn messages(dgram: &[u8]) -> impl Iterator<Item = (Header, &[u8])> {
+    let mut rest = dgram;
+    std::iter::from_fn(move || {
+        let h = Header::decode(rest).ok()?;
+        if h.is_control() || h.segment() != crate::wire::Segment::None || h.is_from_server() {
+            return None;
+        }
+        let len = h.payload_size as usize;
+        let payload = rest.get(HEADER_LEN..HEADER_LEN + len)?;
+        rest = &rest[HEADER_LEN + len..];
+        Some((h, payload))
+    })
 }
 
-/// The UDP loop: receive searches, answer them, until shutdown.
+/// What to pass on to the loopback group for a unicast datagram that `src` sent to `dst` (as
+/// pvxs does): ORIGIN_TAG(dst), then the messages with each SEARCH's unicast flag cleared
+/// and its reply address filled in with the client's (the receivers see only ours). `None`
+/// when it holds no SEARCH.
+pub(crate) fn forward_datagram(dgram: &[u8], src: SocketAddr, dst: Ipv4Addr) -> Option<Vec<u8>> {
+    let tag = OutMessage::build(CMD_ORIGIN_TAG, false, ByteOrder::Big, |w| {
+        w.bytes(&encode_addr(IpAddr::V4(dst)));
+        Ok(())
+    })
+    .ok()?;
+    let mut out = tag.header.encode().to_vec();
+    for p in &tag.parts {
+        out.extend_from_slice(p);
+    }
+    let start = out.len();
+    out.extend_from_slice(dgram);
+    let mut searches = 0;
+    let mut off = 0;
+    for (h, payload) in messages(dgram) {
+        let at = start + off + HEADER_LEN;
+        off += HEADER_LEN + payload.len();
+        // seq u32, flags u8, 3 reserved, reply address [16], reply port u16
+        if h.command != CMD_SEARCH || payload.len() < 26 {
+            continue;
+        }
+        searches += 1;
+        out[at + 4] &= !SEARCH_UNICAST;
+        let mut r = Reader::new(&payload[8..24], h.byte_order());
+        if matches!(decode_addr(&mut r), Ok(None)) {
+            out[at + 8..at + 24].copy_from_slice(&encode_addr(src.ip()));
+        }
+    }
+    (searches > 0).then_some(out)
+}
+
+/// The UDP loop: receive searches, answer them (or pass a unicast one on to every server of
+/// the host, this one included), until shutdown.
 pub(crate) async fn udp_loop(
-    sock: Arc<UdpSocket>,
+    sock: Arc<DiscoverySocket>,
     srv: Arc<ServerShared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut buf = vec![0u8; 0x10000];
     loop {
-        let (n, src) = tokio::select! {
-            r = sock.recv_from(&mut buf) => match r {
-                Ok(x) => x,
+        let d = tokio::select! {
+            r = sock.recv(&mut buf) => match r {
+                Ok(d) => d,
                 // ICMP errors from earlier replies surface here; keep serving.
                 Err(_) => continue,
             },
             _ = shutdown.changed() => return,
         };
-        for (dest, bytes) in handle_datagram(&srv, &buf[..n], src) {
+        let data = &buf[..d.len];
+        let arrival = if d.is_forwarded() {
+            Arrival::Forwarded
+        } else if !srv.cfg.listen.accepts(d.src.ip(), d.dst) {
+            srv.stats.search_refused();
+            continue;
+        } else {
+            // A unicast reached this socket only, of all that share the port.
+            if let (true, Some(dst)) = (d.is_unicast() && sock.in_group(), d.dst) {
+                if let Some(fwd) = forward_datagram(data, d.src, dst) {
+                    if sock.send_to_group(&fwd).await.is_ok() {
+                        srv.stats.search_forwarded();
+                        continue;
+                    }
+                }
+            }
+            Arrival::Direct
+        };
+        for (dest, bytes) in handle_datagram(&srv, data, d.src, arrival) {
             let _ = sock.send_to(&bytes, dest).await;
         }
     }
