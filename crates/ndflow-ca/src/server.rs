@@ -5,8 +5,9 @@
 //! It runs on its own Tokio runtime, so callers stay plain sync code: an accept loop per
 //! interface, per connection a reader (`session`: the protocol state) and a writer (the only
 //! task writing the socket: replies, put completions, monitor updates), a UDP search loop and
-//! a beacon loop. TCP and UDP share the port number, the UDP socket with SO_REUSEADDR so that
-//! another server on the host can bind it too (as RSRV does).
+//! a beacon loop. The UDP search socket is shared with the other servers of the host
+//! (SO_REUSEADDR, as RSRV does); a unicast search, which the kernel gives to one of them only,
+//! is passed on to all through the loopback group (see `udp`).
 //!
 //! Files, one concern each: `config` (environment), `fields` (record fields and DBR replies),
 //! `monitor` (one subscription's queue), `session` (message handling), `connection` (socket
@@ -23,12 +24,12 @@ mod udp;
 pub mod fuzz;
 
 use std::io;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::net::{TcpListener, UdpSocket};
+use tokio::net::TcpListener;
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
@@ -44,6 +45,8 @@ pub(crate) struct ServerShared {
     pub(crate) tcp_port: u16,
     connections: AtomicUsize,
     channels: AtomicI64,
+    pub(crate) searches_refused: AtomicU64,
+    pub(crate) searches_forwarded: AtomicU64,
 }
 
 impl ServerShared {
@@ -54,6 +57,8 @@ impl ServerShared {
             tcp_port,
             connections: AtomicUsize::new(0),
             channels: AtomicI64::new(0),
+            searches_refused: AtomicU64::new(0),
+            searches_forwarded: AtomicU64::new(0),
         }
     }
 
@@ -73,52 +78,56 @@ pub struct Server {
 }
 
 impl Server {
-    /// Bind TCP and UDP on every configured interface and start serving.
+    /// Bind TCP on the configured interfaces and the shared UDP search port, and start
+    /// serving.
     pub fn start(cfg: ServerConfig, provider: Arc<dyn PvProvider>) -> io::Result<Server> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(cfg.worker_threads.max(1))
             .thread_name("ca-server")
             .enable_all()
             .build()?;
-        if cfg.interfaces.is_empty() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "no interface to bind",
-            ));
-        }
         let _ctx = runtime.enter();
         let mut listeners = Vec::new();
-        let mut udps = Vec::new();
         let mut port = cfg.tcp_port;
-        for &ip in &cfg.interfaces {
-            // Port 0: the first bind picks one; the other interfaces and UDP use the same.
-            let l = std::net::TcpListener::bind((ip, port))?;
+        for ip in cfg.listen.tcp_addrs() {
+            let l = match std::net::TcpListener::bind((ip, port)) {
+                Ok(l) => l,
+                // Another server of this host has the port (RSRV does the same): searches
+                // tell clients which one we took.
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse && port != 0 => {
+                    let l = std::net::TcpListener::bind((ip, 0))?;
+                    tracing::info!(
+                        "Channel Access: TCP port {port} is taken (another server on this host); using {}",
+                        l.local_addr()?.port()
+                    );
+                    l
+                }
+                Err(e) => return Err(e),
+            };
+            // Port 0: the first bind picks one; the other interfaces use the same.
             port = l.local_addr()?.port();
             l.set_nonblocking(true)?;
             listeners.push(TcpListener::from_std(l)?);
-            udps.push(Arc::new(bind_udp(SocketAddr::new(ip, port))?));
         }
+        let udp_port = if cfg.udp_port != 0 {
+            cfg.udp_port
+        } else {
+            port
+        };
+        let udp = Arc::new(ndflow_net::DiscoverySocket::bind(udp_port)?);
         let tcp_addr = listeners[0].local_addr()?;
-        let udp_addr = udps[0].local_addr()?;
+        let udp_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, udp.port()));
         let shared = Arc::new(ServerShared::new(provider, cfg.clone(), port));
         let (shutdown, rx) = watch::channel(false);
         for l in listeners {
             runtime.spawn(accept_loop(l, Arc::clone(&shared), rx.clone()));
         }
-        for u in &udps {
-            runtime.spawn(udp::search_loop(
-                Arc::clone(u),
-                Arc::clone(&shared),
-                rx.clone(),
-            ));
-        }
-        runtime.spawn(udp::beacon_loop(
-            Arc::clone(&udps[0]),
+        runtime.spawn(udp::search_loop(
+            Arc::clone(&udp),
             Arc::clone(&shared),
-            cfg.beacon_destinations(),
-            cfg.beacon_period,
-            rx,
+            rx.clone(),
         ));
+        runtime.spawn(udp::beacon_loop(udp, Arc::clone(&shared), rx));
         drop(_ctx);
         Ok(Server {
             shared,
@@ -133,8 +142,24 @@ impl Server {
         self.tcp_addr
     }
 
+    /// The search port as a client on this host reaches it (127.0.0.1; the socket itself is
+    /// bound to every interface).
     pub fn udp_addr(&self) -> SocketAddr {
         self.udp_addr
+    }
+
+    /// Whom this server serves.
+    pub fn listen(&self) -> &ndflow_net::Listen {
+        &self.shared.cfg.listen
+    }
+
+    /// Searches not answered because of where they came from, and unicast searches passed on
+    /// to the other servers of the host.
+    pub fn search_counts(&self) -> (u64, u64) {
+        (
+            self.shared.searches_refused.load(Ordering::Relaxed),
+            self.shared.searches_forwarded.load(Ordering::Relaxed),
+        )
     }
 
     /// Open TCP connections.
@@ -173,19 +198,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.shutdown_now();
     }
-}
-
-fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    sock.set_reuse_address(true)?;
-    if matches!(addr.ip(), IpAddr::V4(ip) if ip.is_unspecified()) {
-        // Only an all-interfaces server may need to send beacons to a broadcast address.
-        sock.set_broadcast(true)?;
-    }
-    sock.set_nonblocking(true)?;
-    sock.bind(&addr.into())?;
-    UdpSocket::from_std(sock.into())
 }
 
 async fn accept_loop(

@@ -1,9 +1,15 @@
 //! Server configuration from the EPICS_CAS_* / EPICS_CA_* variables (names as in RSRV), except
-//! that the default bind address is 127.0.0.1, not every interface, and the automatic beacon
-//! list (broadcast) is used only when asked for explicitly.
+//! for the default scope: without EPICS_CAS_INTF_ADDR_LIST (or a `listen` setting) the server
+//! serves this host only — searches are received on every interface but answered only for
+//! local clients, TCP listens on 127.0.0.1, beacons go to the local CA repeater. With the
+//! variable (or `listen = "all"`) it behaves as RSRV: the listed interfaces, beacons to
+//! EPICS_CAS_BEACON_ADDR_LIST plus, unless EPICS_CAS_AUTO_BEACON_ADDR_LIST=NO, every
+//! interface's broadcast address.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
+
+use ndflow_net::Listen;
 
 use crate::header::{DEFAULT_MAX_ARRAY_BYTES, DEFAULT_REPEATER_PORT, DEFAULT_SERVER_PORT};
 
@@ -18,14 +24,21 @@ pub struct ConfigError {
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
-    /// Addresses TCP and UDP bind to (EPICS_CAS_INTF_ADDR_LIST; default 127.0.0.1).
-    pub interfaces: Vec<IpAddr>,
-    /// TCP and UDP port (EPICS_CAS_SERVER_PORT, else EPICS_CA_SERVER_PORT; 0 = any free port).
+    /// Whom the server serves (EPICS_CAS_INTF_ADDR_LIST; default this host only): the TCP
+    /// listeners bind `listen.tcp_addrs()`, the search socket the wildcard address.
+    pub listen: Listen,
+    /// TCP port (EPICS_CAS_SERVER_PORT, else EPICS_CA_SERVER_PORT; 0 = any free port). When
+    /// it is taken (another server on this host) a free one is used and searches say which.
     pub tcp_port: u16,
+    /// UDP search port, shared with the other servers of the host (same variables; 0 = the
+    /// TCP port).
+    pub udp_port: u16,
     /// Beacon destinations (EPICS_CAS_BEACON_ADDR_LIST; entries without a port use
     /// `beacon_port`).
     pub beacon_addrs: Vec<SocketAddr>,
-    /// EPICS_CAS_AUTO_BEACON_ADDR_LIST=YES adds the limited broadcast address.
+    /// Serving other hosts: beacons also to every interface's broadcast address
+    /// (EPICS_CAS_AUTO_BEACON_ADDR_LIST, else EPICS_CA_AUTO_ADDR_LIST; default YES). Serving
+    /// this host only: beacons to the local repeater (127.0.0.1).
     pub auto_beacon: bool,
     /// EPICS_CAS_BEACON_PORT, else EPICS_CA_REPEATER_PORT (default 5065).
     pub beacon_port: u16,
@@ -48,10 +61,11 @@ pub struct ServerConfig {
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
-            interfaces: vec![IpAddr::V4(Ipv4Addr::LOCALHOST)],
+            listen: Listen::Local,
             tcp_port: DEFAULT_SERVER_PORT,
+            udp_port: DEFAULT_SERVER_PORT,
             beacon_addrs: Vec::new(),
-            auto_beacon: false,
+            auto_beacon: true,
             beacon_port: DEFAULT_REPEATER_PORT,
             beacon_period: Duration::from_secs(15),
             max_array_bytes: DEFAULT_MAX_ARRAY_BYTES,
@@ -64,10 +78,12 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
-    /// For tests: 127.0.0.1, a free port, no beacons.
+    /// For tests: this host only, a free port, no beacons.
     pub fn loopback_ephemeral() -> Self {
         Self {
             tcp_port: 0,
+            udp_port: 0,
+            auto_beacon: false,
             ..Self::default()
         }
     }
@@ -95,11 +111,13 @@ impl ServerConfig {
                 Some((k, v)) => v.parse().map_err(|_| err(&k, &v, "not a port number")),
             }
         };
+        let server_port = port(
+            &["EPICS_CAS_SERVER_PORT", "EPICS_CA_SERVER_PORT"],
+            DEFAULT_SERVER_PORT,
+        )?;
         let mut cfg = Self {
-            tcp_port: port(
-                &["EPICS_CAS_SERVER_PORT", "EPICS_CA_SERVER_PORT"],
-                DEFAULT_SERVER_PORT,
-            )?,
+            tcp_port: server_port,
+            udp_port: server_port,
             beacon_port: port(
                 &["EPICS_CAS_BEACON_PORT", "EPICS_CA_REPEATER_PORT"],
                 DEFAULT_REPEATER_PORT,
@@ -107,20 +125,13 @@ impl ServerConfig {
             ..Self::default()
         };
         if let Some(v) = get("EPICS_CAS_INTF_ADDR_LIST") {
-            let mut list = Vec::new();
-            for e in v.split_whitespace() {
-                let a = parse_addr(e, 0).ok_or_else(|| {
-                    err(
-                        "EPICS_CAS_INTF_ADDR_LIST",
-                        &v,
-                        &format!("bad address {e:?}"),
-                    )
-                })?;
-                list.push(a.ip());
-            }
-            if !list.is_empty() {
-                cfg.interfaces = list;
-            }
+            cfg.listen = Listen::parse(&v).map_err(|e| {
+                err(
+                    "EPICS_CAS_INTF_ADDR_LIST",
+                    &v,
+                    &format!("bad address {:?}", e.entry),
+                )
+            })?;
         }
         if let Some(v) = get("EPICS_CAS_BEACON_ADDR_LIST") {
             for e in v.split_whitespace() {
@@ -134,7 +145,8 @@ impl ServerConfig {
                 cfg.beacon_addrs.push(a);
             }
         }
-        if let Some(v) = get("EPICS_CAS_AUTO_BEACON_ADDR_LIST") {
+        if let Some((_, v)) = first(&["EPICS_CAS_AUTO_BEACON_ADDR_LIST", "EPICS_CA_AUTO_ADDR_LIST"])
+        {
             cfg.auto_beacon = v.eq_ignore_ascii_case("YES");
         }
         if let Some((k, v)) = first(&["EPICS_CAS_BEACON_PERIOD", "EPICS_CA_BEACON_PERIOD"]) {
@@ -154,20 +166,30 @@ impl ServerConfig {
         Ok(cfg)
     }
 
-    /// Where beacons go: the list, plus 255.255.255.255 when the automatic list is on.
+    /// Where beacons go now: the list (only local addresses when serving this host only),
+    /// plus the automatic destinations — the local repeater, or every interface's broadcast
+    /// address when serving other hosts.
     pub fn beacon_destinations(&self) -> Vec<SocketAddr> {
+        let local = self.listen.is_local();
         let mut v: Vec<SocketAddr> = self
             .beacon_addrs
             .iter()
             .copied()
-            .filter(|a| a.port() != 0)
+            .filter(|a| a.port() != 0 && (!local || ndflow_net::ifaces::is_local(a.ip())))
             .collect();
-        if self.auto_beacon {
-            v.push(SocketAddr::new(
-                IpAddr::V4(Ipv4Addr::BROADCAST),
-                self.beacon_port,
-            ));
+        if self.auto_beacon && self.beacon_port != 0 {
+            if local {
+                v.push(SocketAddr::from((Ipv4Addr::LOCALHOST, self.beacon_port)));
+            } else {
+                v.extend(
+                    ndflow_net::ifaces::broadcast_addrs()
+                        .into_iter()
+                        .map(|b| SocketAddr::from((b, self.beacon_port))),
+                );
+            }
         }
+        let mut seen = std::collections::HashSet::new();
+        v.retain(|a| seen.insert(*a));
         v
     }
 }
@@ -203,12 +225,33 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_loopback_and_quiet() {
+    fn defaults_serve_this_host_and_beacon_to_the_local_repeater() {
         let c = cfg(&[]).unwrap();
-        assert_eq!(c.interfaces, vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]);
-        assert_eq!(c.tcp_port, 5064);
-        assert!(c.beacon_destinations().is_empty());
+        assert_eq!(c.listen, Listen::Local);
+        assert_eq!((c.tcp_port, c.udp_port), (5064, 5064));
+        assert_eq!(
+            c.beacon_destinations(),
+            vec!["127.0.0.1:5065".parse::<SocketAddr>().unwrap()]
+        );
         assert_eq!(c.max_array_bytes, 16384);
+        // Serving this host only, a list naming another host is not used.
+        let c = cfg(&[("EPICS_CAS_BEACON_ADDR_LIST", "192.0.2.1")]).unwrap();
+        assert!(!c
+            .beacon_destinations()
+            .iter()
+            .any(|a| a.ip() == IpAddr::from([192, 0, 2, 1])));
+        // Every interface (as RSRV), automatic list off: the list only.
+        let c = cfg(&[
+            ("EPICS_CAS_INTF_ADDR_LIST", "0.0.0.0"),
+            ("EPICS_CAS_BEACON_ADDR_LIST", "192.0.2.1"),
+            ("EPICS_CA_AUTO_ADDR_LIST", "NO"),
+        ])
+        .unwrap();
+        assert_eq!(c.listen, Listen::all());
+        assert_eq!(
+            c.beacon_destinations(),
+            vec!["192.0.2.1:5065".parse::<SocketAddr>().unwrap()]
+        );
     }
 
     #[test]
@@ -232,11 +275,11 @@ mod tests {
         let c = cfg(&[
             ("EPICS_CAS_SERVER_PORT", "0"),
             ("EPICS_CA_SERVER_PORT", "15064"),
-            ("EPICS_CAS_AUTO_BEACON_ADDR_LIST", "YES"),
+            ("EPICS_CAS_AUTO_BEACON_ADDR_LIST", "NO"),
         ])
         .unwrap();
         assert_eq!(c.tcp_port, 0);
-        assert_eq!(c.beacon_destinations().len(), 1);
+        assert!(c.beacon_destinations().is_empty());
         assert!(cfg(&[("EPICS_CA_SERVER_PORT", "x")]).is_err());
         assert!(cfg(&[("EPICS_CAS_INTF_ADDR_LIST", "nowhere")]).is_err());
     }

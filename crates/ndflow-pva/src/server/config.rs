@@ -164,7 +164,8 @@ impl ServerConfig {
                 );
             }
         }
-        v.dedup();
+        let mut seen = std::collections::HashSet::new();
+        v.retain(|a| seen.insert(*a));
         v
     }
 }
