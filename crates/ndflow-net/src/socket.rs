@@ -43,6 +43,39 @@ pub struct DiscoverySocket {
     in_group: bool,
 }
 
+/// Whether a datagram sent to the group through loopback comes back (a firewall or a kernel
+/// without multicast on `lo` would swallow it, and with it every unicast search passed on).
+/// A second member listens, so nothing is taken from the socket's own queue; the probe is an
+/// empty datagram, which every server ignores.
+fn probe_group(sock: &std::net::UdpSocket, port: u16) -> io::Result<()> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let probe = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    probe.set_reuse_address(true)?;
+    probe.bind(&SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)).into())?;
+    probe.join_multicast_v4(&LOCAL_GROUP, &Ipv4Addr::LOCALHOST)?;
+    let probe: std::net::UdpSocket = probe.into();
+    probe.set_read_timeout(Some(std::time::Duration::from_millis(250)))?;
+    sock.send_to(&[], (LOCAL_GROUP, port))?;
+    let mut buf = [0u8; 1];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(250);
+    while std::time::Instant::now() < deadline {
+        match probe.recv_from(&mut buf) {
+            Ok((0, from)) if from.ip().is_loopback() => return Ok(()),
+            Ok(_) => continue,
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::TimedOut =>
+            {
+                break
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::TimedOut,
+        "no datagram came back",
+    ))
+}
+
 impl DiscoverySocket {
     /// Bind `0.0.0.0:port` (0: a free port). Call inside the Tokio runtime that will poll it.
     pub fn bind(port: u16) -> io::Result<DiscoverySocket> {
@@ -58,13 +91,19 @@ impl DiscoverySocket {
         let sock2 = socket2::SockRef::from(&std_sock);
         // Without the group (a kernel or sandbox that refuses it) the server still answers
         // what reaches it directly; only the unicast fan-out to other servers is lost.
+        let port = std_sock.local_addr()?.port();
         let in_group = sock2
             .join_multicast_v4(&LOCAL_GROUP, &Ipv4Addr::LOCALHOST)
             .and_then(|()| sock2.set_multicast_if_v4(&Ipv4Addr::LOCALHOST))
             .and_then(|()| sock2.set_multicast_loop_v4(true))
-            .map_err(|e| tracing::warn!("cannot join {LOCAL_GROUP} on loopback: {e}"))
+            .and_then(|()| probe_group(&std_sock, port))
+            .map_err(|e| {
+                tracing::warn!(
+                    "the loopback group {LOCAL_GROUP} does not work here ({e}): a unicast search \
+                     reaches only one of the servers sharing UDP port {port}"
+                )
+            })
             .is_ok();
-        let port = std_sock.local_addr()?.port();
         Ok(DiscoverySocket {
             sock: UdpSocket::from_std(std_sock)?,
             port,
@@ -140,19 +179,29 @@ mod tests {
             .unwrap()
     }
 
+    /// The next non-empty datagram (the start-up probes are empty).
+    async fn next(s: &DiscoverySocket, buf: &mut [u8]) -> Datagram {
+        loop {
+            let d = s.recv(buf).await.unwrap();
+            if d.len > 0 {
+                return d;
+            }
+        }
+    }
+
     #[test]
     fn destination_is_reported_and_the_group_reaches_every_sharer() {
         rt().block_on(async {
             let a = DiscoverySocket::bind(0).unwrap();
             let b = DiscoverySocket::bind(a.port()).unwrap();
-            assert!(a.in_group() && b.in_group());
+            assert!(a.in_group() && b.in_group(), "the loopback group probe");
             let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
             tx.send_to(b"uni", ("127.0.0.1", a.port())).unwrap();
             // A unicast reaches exactly one of the two sharers, with its destination.
             let (mut ba, mut bb) = ([0u8; 64], [0u8; 64]);
             let (got, buf) = tokio::select! {
-                r = a.recv(&mut ba) => (r.unwrap(), &ba),
-                r = b.recv(&mut bb) => (r.unwrap(), &bb),
+                d = next(&a, &mut ba) => (d, &ba),
+                d = next(&b, &mut bb) => (d, &bb),
             };
             assert_eq!(&buf[..got.len], b"uni");
             let mut buf = [0u8; 64];
@@ -162,10 +211,9 @@ mod tests {
             // Through the group, both get it.
             a.send_to_group(b"all").await.unwrap();
             for s in [&a, &b] {
-                let d = tokio::time::timeout(Duration::from_secs(2), s.recv(&mut buf))
+                let d = tokio::time::timeout(Duration::from_secs(2), next(s, &mut buf))
                     .await
-                    .expect("group datagram")
-                    .unwrap();
+                    .expect("group datagram");
                 assert_eq!(&buf[..d.len], b"all");
                 assert_eq!(d.dst, Some(LOCAL_GROUP));
                 assert!(d.is_forwarded() && !d.is_unicast());

@@ -31,6 +31,8 @@ pub const PY_FILE: &str = "<python>";
 pub struct State {
     pub prefix: String,
     pub access: AccessRules,
+    /// The config's `listen` (whom the servers serve; `None`: the EPICS variables decide).
+    pub listen: Option<ndflow_net::Listen>,
     /// Config-file ports and ports added with `add`, in order (types and PV prefixes).
     pub ports: Vec<PortConfig>,
     /// Ports added from Python (frame streams, Python plugins): name → type shown in repr.
@@ -176,6 +178,7 @@ impl Pipeline {
                 pva: serve_pva,
                 ca: serve_ca,
                 access: AccessRules::default(),
+                listen: None,
                 ports: Vec::new(),
             },
         };
@@ -189,6 +192,7 @@ impl Pipeline {
             state: Mutex::new(State {
                 prefix: cfg.prefix.clone(),
                 access: cfg.access.clone(),
+                listen: cfg.listen.clone(),
                 ports: cfg.ports.clone(),
                 extra: Vec::new(),
                 plugins: Vec::new(),
@@ -579,7 +583,7 @@ impl Pipeline {
     /// on, NDAttributes files' EPICS_PV entries that name this pipeline's own PVs are read in
     /// process (ports added later are read over Channel Access, as any other IOC's).
     fn serve(&self, py: Python<'_>) -> PyResult<()> {
-        let (want_pva, want_ca, prefix, access, prefixes, serving) = {
+        let (want_pva, want_ca, prefix, access, listen, prefixes, serving) = {
             let st = self.core.state.lock();
             let mut prefixes: HashMap<String, String> = st
                 .ports
@@ -594,6 +598,7 @@ impl Pipeline {
                 st.serve_ca,
                 st.prefix.clone(),
                 st.access.clone(),
+                st.listen.clone(),
                 prefixes,
                 st.serving.is_some(),
             )
@@ -614,6 +619,7 @@ impl Pipeline {
                         prefix: &prefix,
                         port_prefixes: &prefixes,
                         access,
+                        listen,
                     },
                 )
             })

@@ -11,6 +11,7 @@
 
 use std::sync::Arc;
 
+use ndflow_net::Listen;
 use ndflow_ca::{Access, CaPv, CaValue, NativeType, PvMeta, PvProvider, Server, ServerConfig};
 use ndflow_core::{DataType, ParamDef, ParamKind, ParamValue, RecordHint};
 
@@ -28,11 +29,14 @@ pub struct CaService {
 
 impl CaService {
     /// Serves every entry of `dir` with the server configured from the EPICS_CA*/EPICS_CAS*
-    /// variables.
-    pub fn start(dir: &Arc<PvDirectory>) -> Result<CaService, String> {
+    /// variables (and `listen`, when given, over them).
+    pub fn start(dir: &Arc<PvDirectory>, listen: Option<&Listen>) -> Result<CaService, String> {
         let provider = CaProvider::new(dir);
-        let cfg =
+        let mut cfg =
             ServerConfig::from_env().map_err(|e| format!("Channel Access configuration: {e}"))?;
+        if let Some(l) = listen {
+            cfg.listen = l.clone();
+        }
         let server = Server::start(cfg, provider.clone())
             .map_err(|e| format!("cannot start the Channel Access server: {e}"))?;
         Ok(CaService {
@@ -52,6 +56,29 @@ impl CaService {
             ),
             None => "Channel Access: off".into(),
         }
+    }
+}
+
+impl CaService {
+    /// "Channel Access 812 PVs tcp 127.0.0.1:5064 udp 5064" for the banner.
+    pub fn where_text(&self) -> String {
+        match &self.server {
+            Some(s) => format!(
+                "Channel Access {} PVs tcp {} udp {}",
+                self.provider.pvs.len(),
+                s.tcp_addr(),
+                s.udp_addr().port()
+            ),
+            None => "Channel Access off".into(),
+        }
+    }
+
+    /// Whom the server serves.
+    pub fn listen(&self) -> Listen {
+        self.server
+            .as_ref()
+            .map(|s| s.listen().clone())
+            .unwrap_or_default()
     }
 }
 

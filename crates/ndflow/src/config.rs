@@ -78,6 +78,10 @@ pub struct Config {
     pub ca: bool,
     /// `[[access]]` rules for both protocols (see [`crate::access`]).
     pub access: AccessRules,
+    /// Whom the servers serve (`listen = "local" | "all" | "ADDR …"`); `None`: the EPICS
+    /// variables decide (EPICS_PVAS_INTF_ADDR_LIST / EPICS_CAS_INTF_ADDR_LIST), else this host
+    /// only.
+    pub listen: Option<ndflow_net::Listen>,
     pub ports: Vec<PortConfig>,
 }
 
@@ -120,6 +124,7 @@ impl Config {
             pva: true,
             ca: true,
             access: AccessRules::default(),
+            listen: None,
             ports: Vec::new(),
         };
         for (key, item) in doc.iter() {
@@ -153,6 +158,20 @@ impl Config {
                     cfg.ca = item
                         .as_bool()
                         .ok_or_else(|| err(line, None, Some(key), "must be true or false".into()))?
+                }
+                "listen" => {
+                    let text = item.as_str().ok_or_else(|| {
+                        err(
+                            line,
+                            None,
+                            Some(key),
+                            "must be a string: \"local\", \"all\" or addresses".into(),
+                        )
+                    })?;
+                    cfg.listen = Some(
+                        ndflow_net::Listen::parse(text)
+                            .map_err(|e| err(line, None, Some(key), e.to_string()))?,
+                    );
                 }
                 "access" => {
                     let tables = item.as_array_of_tables().ok_or_else(|| {
@@ -189,7 +208,7 @@ impl Config {
                         line,
                         None,
                         Some(other),
-                        "unknown top-level key (expected prefix, threads, pva, ca, [[access]], [[port]])".into(),
+                        "unknown top-level key (expected prefix, threads, pva, ca, listen, [[access]], [[port]])".into(),
                     ))
                 }
             }

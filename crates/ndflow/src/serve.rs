@@ -11,7 +11,7 @@ use crate::access::AccessRules;
 use crate::ca::CaService;
 use crate::pv_attrs::{AttrPvReader, LocalPvs};
 use crate::pva::{ImagePvs, PvaService};
-use crate::pvdir::{Publisher, PvDirectory};
+use crate::pvdir::{IocPort, Publisher, PvDirectory};
 
 /// What to serve and under which names.
 pub struct ServeOptions<'a> {
@@ -22,6 +22,8 @@ pub struct ServeOptions<'a> {
     /// Port name → port prefix.
     pub port_prefixes: &'a HashMap<String, String>,
     pub access: AccessRules,
+    /// Whom to serve; `None`: as the EPICS variables say (default: this host only).
+    pub listen: Option<ndflow_net::Listen>,
 }
 
 /// The running servers; dropping them stops Channel Access, then pvAccess, then publishing.
@@ -43,6 +45,30 @@ impl Servers {
         }
         out
     }
+
+    /// The start-up banner's line: whom the servers serve, where, and how to change it.
+    pub fn banner(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        let mut local = true;
+        let mut scope = None;
+        if let Some(p) = &self.pva {
+            parts.push(p.where_text());
+            local &= p.listen().is_local();
+            scope.get_or_insert_with(|| p.listen().to_string());
+        }
+        if let Some(c) = &self.ca {
+            parts.push(c.where_text());
+            local &= c.listen().is_local();
+            scope.get_or_insert_with(|| c.listen().to_string());
+        }
+        let scope = scope?;
+        let hint = if local {
+            "; other hosts: --listen 0.0.0.0 or listen = \"all\""
+        } else {
+            ""
+        };
+        Some(format!("serving {scope}: {}{hint}", parts.join(", ")))
+    }
 }
 
 /// Builds the PV directory of `graph` and starts the servers `o` asks for (none: nothing is
@@ -52,6 +78,16 @@ pub fn serve(
     images: Arc<ImagePvs>,
     o: &ServeOptions<'_>,
 ) -> Result<Servers, String> {
+    serve_with(graph, images, o, &[])
+}
+
+/// [`serve`], with the IOC's own parameters (`$(P)NDFLOW:LogLevel`) served too.
+pub fn serve_with(
+    graph: &Arc<Graph>,
+    images: Arc<ImagePvs>,
+    o: &ServeOptions<'_>,
+    ioc: &[IocPort],
+) -> Result<Servers, String> {
     if !o.pva && !o.ca {
         return Ok(Servers {
             ca: None,
@@ -59,14 +95,14 @@ pub fn serve(
             _publisher: None,
         });
     }
-    let dir = PvDirectory::build(graph, o.prefix, o.port_prefixes, o.access.clone())?;
+    let dir = PvDirectory::build_with(graph, o.prefix, o.port_prefixes, o.access.clone(), ioc)?;
     let pva = if o.pva {
-        Some(PvaService::start(&dir, images)?)
+        Some(PvaService::start(&dir, images, o.listen.as_ref())?)
     } else {
         None
     };
     let ca = if o.ca {
-        Some(CaService::start(&dir)?)
+        Some(CaService::start(&dir, o.listen.as_ref())?)
     } else {
         None
     };

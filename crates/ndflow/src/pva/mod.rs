@@ -10,6 +10,7 @@ pub mod plugin;
 
 use std::sync::Arc;
 
+use ndflow_net::Listen;
 use ndflow_pva::server::{Server, ServerConfig};
 
 use crate::pvdir::PvDirectory;
@@ -23,10 +24,18 @@ pub struct PvaService {
 
 impl PvaService {
     /// Serves every entry of `dir` and the image PVs of `pva` ports, with the server configured
-    /// from the EPICS_PVAS_* variables.
-    pub fn start(dir: &Arc<PvDirectory>, images: Arc<ImagePvs>) -> Result<PvaService, String> {
+    /// from the EPICS_PVAS_* variables (and `listen`, when given, over them).
+    pub fn start(
+        dir: &Arc<PvDirectory>,
+        images: Arc<ImagePvs>,
+        listen: Option<&Listen>,
+    ) -> Result<PvaService, String> {
         let provider = PvaProvider::new(dir, images)?;
-        let scfg = ServerConfig::from_env().map_err(|e| format!("pvAccess configuration: {e}"))?;
+        let mut scfg =
+            ServerConfig::from_env().map_err(|e| format!("pvAccess configuration: {e}"))?;
+        if let Some(l) = listen {
+            scfg.listen = l.clone();
+        }
         let server = Server::start(scfg, provider.clone())
             .map_err(|e| format!("cannot start the pvAccess server: {e}"))?;
         Ok(PvaService {
@@ -46,6 +55,27 @@ impl PvaService {
             ),
             None => "pvAccess: off".into(),
         }
+    }
+
+    /// "pvAccess 812 PVs tcp 127.0.0.1:5075 udp 5076" for the banner.
+    pub fn where_text(&self) -> String {
+        match &self.server {
+            Some(s) => format!(
+                "pvAccess {} PVs tcp {} udp {}",
+                self.provider.len(),
+                s.tcp_addr(),
+                s.udp_addr().port()
+            ),
+            None => "pvAccess off".into(),
+        }
+    }
+
+    /// Whom the server serves.
+    pub fn listen(&self) -> Listen {
+        self.server
+            .as_ref()
+            .map(|s| s.listen().clone())
+            .unwrap_or_default()
     }
 
     pub fn provider(&self) -> &PvaProvider {
