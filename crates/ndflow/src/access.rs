@@ -2,8 +2,10 @@
 //!
 //! The config's `[[access]]` tables are tried in order; the first whose `pvs` pattern, `hosts`
 //! and `users` all match decides. With no matching rule, clients on this machine (loopback
-//! addresses, `localhost`, this host's name) may write and every other client may only read —
-//! the servers bind 127.0.0.1 unless told otherwise, so by default that is everyone.
+//! addresses, this host's own addresses, `localhost`, this host's name) may write and every
+//! other client may only read. The servers serve this host only unless told otherwise, so by
+//! default that is everyone; a Channel Access client's HOST_NAME counts only when it connects
+//! from this host (from elsewhere, its address is its host).
 //!
 //! ```toml
 //! [[access]]
@@ -70,8 +72,11 @@ impl AccessRules {
 
 /// Whether a client host is this machine.
 pub fn is_local(host: &str) -> bool {
-    if host.is_empty() || host == "localhost" || host == "::1" || host.starts_with("127.") {
+    if host.is_empty() || host == "localhost" {
         return true;
+    }
+    if let Ok(ip) = host.parse() {
+        return ndflow_net::ifaces::is_local(ip);
     }
     local_host_name().is_some_and(|h| h.eq_ignore_ascii_case(host))
 }

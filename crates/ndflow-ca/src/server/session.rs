@@ -58,7 +58,10 @@ pub(crate) struct Session {
     pub(crate) conn: Arc<ConnSignal>,
     completions: UnboundedSender<Vec<u8>>,
     inflight: Arc<AtomicUsize>,
+    /// The client's address until it names its host — which counts only from this host: a
+    /// client elsewhere could claim any name (RSRV's EPICS_CAS_USE_HOST_NAMES=NO, by address).
     host: String,
+    host_name_trusted: bool,
     user: String,
     chans: HashMap<u32, Chan>,
     next_sid: u32,
@@ -76,6 +79,7 @@ impl Session {
             conn: Arc::new(ConnSignal::default()),
             completions,
             inflight: Arc::new(AtomicUsize::new(0)),
+            host_name_trusted: peer_host.parse().is_ok_and(ndflow_net::ifaces::is_local),
             host: peer_host,
             user: String::new(),
             chans: HashMap::new(),
@@ -135,7 +139,9 @@ impl Session {
             cmd::HOST_NAME | cmd::CLIENT_NAME => {
                 let s: String = payload_str(payload).chars().take(256).collect();
                 if h.command == cmd::HOST_NAME {
-                    self.host = s;
+                    if self.host_name_trusted {
+                        self.host = s;
+                    }
                 } else {
                     self.user = s;
                 }
