@@ -4,24 +4,27 @@
 #
 #   examples/scaleout/run.sh [WRITERS=2] [FRAMES=1000] [DIR=/tmp/ndflow-scaleout]
 #
-# Everything talks over 127.0.0.1 on ports from NDFLOW_PORT_BASE (default 15075): the head's
-# pvAccess server on BASE, writer k's on BASE+2k. NDFLOW (default target/release/ndflow) is
-# the binary. Frames: 1024x1024 UInt16 from the simulator; the files are DIR/w<k>.h5 and
-# DIR/master.h5.
+# Everything talks over 127.0.0.1 (scripts/loopback.env) on the standard ports, or on those the
+# EPICS variables in the environment name: every process asks for the same ones, as IOCs on
+# one host do. The first takes the TCP ports, the others free ones; all share the UDP search
+# ports, and a search sent to 127.0.0.1 reaches every one of them. pvAccess and Channel Access
+# are both served. NDFLOW (default target/release/ndflow) is the binary. Frames: 1024x1024
+# UInt16 from the simulator; the files are DIR/w<k>.h5 and DIR/master.h5.
 set -euo pipefail
 N=${1:-2}
 FRAMES=${2:-1000}
 DIR=${3:-/tmp/ndflow-scaleout}
 NDFLOW=${NDFLOW:-target/release/ndflow}
-BASE=${NDFLOW_PORT_BASE:-15075}
 HERE=$(cd "$(dirname "$0")" && pwd)
 if (( N < 1 || N > 4 )); then echo "WRITERS must be 1..4 (head.toml declares four pva ports)" >&2; exit 2; fi
 mkdir -p "$DIR"
 rm -f "$DIR"/w*.h5 "$DIR"/master.h5
 
-# Loopback only, no broadcasts; every process on its own ports.
-export EPICS_PVA_AUTO_ADDR_LIST=NO EPICS_PVA_ADDR_LIST=127.0.0.1 EPICS_PVAS_INTF_ADDR_LIST=127.0.0.1
-export EPICS_PVAS_BEACON_ADDR_LIST=127.0.0.1
+# Loopback only, no broadcasts.
+set -a
+# shellcheck source=../../scripts/loopback.env
+. "$HERE/../../scripts/loopback.env"
+set +a
 pids=()
 stop_all() {
     # SIGINT: each process stops acquiring, drains its queues and closes its files.
@@ -30,20 +33,17 @@ stop_all() {
 }
 trap stop_all EXIT
 
-head_env=(EPICS_PVAS_SERVER_PORT=$BASE EPICS_PVAS_BROADCAST_PORT=$((BASE + 1)))
-head_pv() { env EPICS_PVA_NAME_SERVERS=127.0.0.1:$BASE "$NDFLOW" pv "$@"; }
+head_pv() { "$NDFLOW" pv "$@"; }
 
 for k in $(seq 1 "$N"); do
-    env EPICS_PVA_NAME_SERVERS=127.0.0.1:$BASE \
-        EPICS_PVAS_SERVER_PORT=$((BASE + 2 * k)) EPICS_PVAS_BROADCAST_PORT=$((BASE + 2 * k + 1)) \
-        "$NDFLOW" run "$HERE/writer.toml" --quiet --no-ca --prefix "W$k:" \
+    "$NDFLOW" run "$HERE/writer.toml" --quiet --prefix "W$k:" \
         --set PVAD1.PvName=HEAD:Pva$k:Image --set HDF1.FilePath="$DIR" --set HDF1.FileName="w$k" \
         > "$DIR/w$k.log" 2>&1 &
     pids+=($!)
 done
 disable=()
 for k in $(seq $((N + 1)) 4); do disable+=(--set "PVA$k.EnableCallbacks=Disable"); done
-env "${head_env[@]}" "$NDFLOW" run "$HERE/head.toml" --quiet --no-ca \
+"$NDFLOW" run "$HERE/head.toml" --quiet \
     --set SIM1.NumImages="$FRAMES" "${disable[@]}" > "$DIR/head.log" 2>&1 &
 pids+=($!)
 
@@ -56,8 +56,8 @@ head_pv wait HEAD:cam1:Acquire_RBV Done --timeout 60
 # Every frame the head sent must reach a file before the writers close them.
 for k in $(seq 1 "$N"); do
     sent=$(head_pv get "HEAD:Pva$k:ArrayCounter_RBV" | cut -d' ' -f2)
-    env EPICS_PVA_NAME_SERVERS=127.0.0.1:$((BASE + 2 * k)) "$NDFLOW" pv wait "W$k:HDF1:NumCaptured_RBV" "$sent" --timeout 120
-    env EPICS_PVA_NAME_SERVERS=127.0.0.1:$((BASE + 2 * k)) "$NDFLOW" pv put "W$k:HDF1:Capture" 0
+    "$NDFLOW" pv wait "W$k:HDF1:NumCaptured_RBV" "$sent" --timeout 120
+    "$NDFLOW" pv put "W$k:HDF1:Capture" 0
     echo "writer $k: $sent frames"
 done
 end=$(date +%s%N)

@@ -14,6 +14,7 @@ Loopback only (netenv.py, with per-test free ports).
 
 import json
 import os
+import re
 import pathlib
 import subprocess
 import warnings
@@ -407,16 +408,35 @@ os.execv("{ndflow_bin}", ["{ndflow_bin}"] + args)
 
 
 def test_run_script_on_this_machine(ndflow_bin, tmp_path):
-    """examples/scaleout/run.sh as a user runs it: 2 writers, every frame in the master."""
-    from netenv import free_tcp_port
+    """examples/scaleout/run.sh as a user runs it: 2 writers, every frame in the master. The
+    three processes ask for the same ports (here free ones instead of the standard ones, set
+    once for all), with Channel Access on: each starts, and the writers find the head."""
+    from netenv import free_tcp_port, free_tcp_udp_port
 
-    env = dict(os.environ, NDFLOW=str(ndflow_bin), NDFLOW_PORT_BASE=str(free_tcp_port()))
+    ca = free_tcp_udp_port()
+    env = dict(
+        os.environ,
+        NDFLOW=str(ndflow_bin),
+        EPICS_PVA_SERVER_PORT=str(free_tcp_port()),
+        EPICS_PVA_BROADCAST_PORT=str(free_tcp_udp_port()),
+        EPICS_CA_SERVER_PORT=str(ca),
+        EPICS_CA_REPEATER_PORT=str(free_tcp_udp_port()),
+    )
     out = tmp_path / "run"
     r = subprocess.run(
         ["bash", str(EXAMPLES / "run.sh"), "2", "60", str(out)], capture_output=True, text=True, env=env, timeout=300
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "60 frames (uniqueId 1..=60), 60 with data from 2 parts, 0 missing" in r.stdout, r.stdout
+    # One TCP port per process for each protocol: the first took the asked one.
+    banners = [(out / f).read_text() for f in ("head.log", "w1.log", "w2.log")]
+    ca_ports = set()
+    for b in banners:
+        m = re.search(r"Channel Access \d+ PVs tcp 127\.0\.0\.1:(\d+) udp (\d+)", b)
+        assert m, b
+        assert int(m.group(2)) == ca, b
+        ca_ports.add(int(m.group(1)))
+    assert len(ca_ports) == 3 and ca in ca_ports, banners
     with h5py.File(out / "master.h5", "r") as m:
         assert m[DATA].shape == (60, 1024, 1024)
         assert np.array_equal(m[UID][...], np.arange(1, 61))
