@@ -173,3 +173,23 @@ fn port_prefix_defaults_to_name_and_colon() {
     assert!(names.contains(&"T:ROI1:SizeX".to_string()));
     g.shutdown();
 }
+
+#[test]
+fn listen_key_takes_local_all_or_addresses() {
+    use ndflow_net::Listen;
+    let parse = |v: &str| Config::parse(&format!("listen = {v}\n{GOOD}"), "t.toml");
+    assert_eq!(parse("\"local\"").unwrap().listen, Some(Listen::Local));
+    assert_eq!(parse("\"all\"").unwrap().listen, Some(Listen::all()));
+    assert_eq!(
+        parse("\"10.1.2.3\"").unwrap().listen,
+        Some(Listen::Interfaces(vec!["10.1.2.3".parse().unwrap()]))
+    );
+    assert_eq!(Config::parse(GOOD, "t.toml").unwrap().listen, None);
+    let e = parse("\"eth0\"").unwrap_err().to_string();
+    assert!(
+        e.starts_with("t.toml:1: key 'listen': ") && e.contains("\"eth0\" is not an IP address"),
+        "{e}"
+    );
+    let e = parse("1").unwrap_err().to_string();
+    assert!(e.contains("key 'listen': must be a string"), "{e}");
+}
