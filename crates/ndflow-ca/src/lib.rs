@@ -17,8 +17,9 @@
 //! * [`client`]: a blocking client over Tokio (search, get, put, put-notify, monitor).
 //!
 //! Everything decoded from the network returns an error on malformed input instead of
-//! panicking; sizes are bounded by EPICS_CA_MAX_ARRAY_BYTES. Servers bind 127.0.0.1 unless
-//! EPICS_CAS_INTF_ADDR_LIST says otherwise, and never broadcast unless asked explicitly.
+//! panicking; sizes are bounded by EPICS_CA_MAX_ARRAY_BYTES. Servers serve this host only
+//! unless EPICS_CAS_INTF_ADDR_LIST (or `ServerConfig::listen`) says otherwise, and broadcast
+//! beacons only when serving other hosts.
 //!
 //! ```no_run
 //! use std::sync::Arc;
