@@ -14,6 +14,7 @@ pub mod access;
 pub mod ca;
 pub mod config;
 pub mod ioc;
+pub mod logging;
 pub mod pv_attrs;
 pub mod pv_cmd;
 pub mod pva;

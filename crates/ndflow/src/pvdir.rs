@@ -20,6 +20,10 @@
 //!   acquisition has ended (and, with WaitForPlugins, the plugins drained), the capture closed
 //!   its file — so every protocol's put-with-completion waits for the same event.
 //! - **Access** follows the `[[access]]` rules of the config ([`AccessRules`]).
+//!
+//! Besides the ports of the graph, the directory may hold parameters of the IOC itself
+//! ([`IocPort`]: `$(P)NDFLOW:LogLevel`), served the same way; a put to one is validated and
+//! stored, and whoever owns its store acts on the change ([`ParamStore::subscribe`]).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -29,7 +33,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ndflow_core::{Access as ParamAccess, ParamDef, ParamKind, ParamStore, ParamValue, RecordHint};
-use ndflow_runtime::Graph;
+use ndflow_runtime::{Graph, GraphError};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::access::{AccessRules, Rights};
@@ -125,6 +129,18 @@ pub struct ParamSlot {
     /// Entry ids: the setpoint (if any) first, then the readback.
     pub entries: Vec<usize>,
     dirty: AtomicBool,
+    /// A parameter of an [`IocPort`], not of a port of the graph: puts go to the store.
+    ioc: bool,
+}
+
+/// Parameters of the IOC itself rather than of a port of the graph, served as
+/// `{prefix}{IocPort::prefix}Name` like a port's (e.g. `13SIM1:NDFLOW:LogLevel`).
+#[derive(Clone)]
+pub struct IocPort {
+    /// Shown where a slot names its port.
+    pub name: String,
+    pub prefix: String,
+    pub store: Arc<ParamStore>,
 }
 
 impl ParamSlot {
@@ -186,16 +202,33 @@ impl PvDirectory {
         port_prefixes: &HashMap<String, String>,
         rules: AccessRules,
     ) -> Result<Arc<PvDirectory>, String> {
+        Self::build_with(graph, prefix, port_prefixes, rules, &[])
+    }
+
+    /// [`Self::build`], plus the parameters of the IOC itself (`ioc`), after the ports'.
+    pub fn build_with(
+        graph: &Arc<Graph>,
+        prefix: &str,
+        port_prefixes: &HashMap<String, String>,
+        rules: AccessRules,
+        ioc: &[IocPort],
+    ) -> Result<Arc<PvDirectory>, String> {
         let mut entries = Vec::new();
         let mut by_name = HashMap::new();
         let mut slots = Vec::new();
-        for handle in graph.ports() {
-            let port = handle.name().to_string();
+        let ports = graph.ports().into_iter().map(|h| {
+            let name = h.name().to_string();
             let full = format!(
                 "{prefix}{}",
-                port_prefixes.get(&port).map_or("", String::as_str)
+                port_prefixes.get(&name).map_or("", String::as_str)
             );
-            let store = handle.params().clone();
+            (name, full, h.params().clone(), false)
+        });
+        let own = ioc.iter().map(|p| {
+            let full = format!("{prefix}{}", p.prefix);
+            (p.name.clone(), full, p.store.clone(), true)
+        });
+        for (port, full, store, is_ioc) in ports.chain(own) {
             for (idx, def) in store.defs().iter().copied().enumerate() {
                 let slot = slots.len();
                 let mut ids = Vec::new();
@@ -222,6 +255,7 @@ impl PvDirectory {
                     def,
                     entries: ids,
                     dirty: AtomicBool::new(false),
+                    ioc: is_ioc,
                 });
             }
         }
@@ -434,7 +468,8 @@ impl PvDirectory {
             && s.def.record.completes_when_done()
             && s.def.coerce(value.clone()).ok().and_then(|v| v.as_i64()) != Some(0);
         if !waits {
-            let r = self.put_and_post(&graph, &s.port, s.def.name, value);
+            let r = self.put_and_post(&graph, s, value);
+            log_put(&e.name, client, &r);
             if r.is_ok() {
                 // A get after the put's reply must see the new value and everything the put
                 // changed (FilePath → FilePathExists), not wait for the publisher's next round.
@@ -454,7 +489,9 @@ impl PvDirectory {
             });
             id
         };
-        if let Err(err) = self.put_and_post(&graph, &s.port, s.def.name, value) {
+        let r = self.put_and_post(&graph, s, value);
+        log_put(&e.name, client, &r);
+        if let Err(err) = r {
             let mine = {
                 let mut w = self.waiters.lock();
                 w.1.iter()
@@ -474,12 +511,20 @@ impl PvDirectory {
     fn put_and_post(
         &self,
         graph: &Graph,
-        port: &str,
-        name: &str,
+        s: &ParamSlot,
         value: ParamValue,
-    ) -> Result<ParamValue, ndflow_runtime::GraphError> {
+    ) -> Result<ParamValue, GraphError> {
         DEFERRED_BUSY.with(|d| *d.borrow_mut() = Some(Vec::new()));
-        let r = graph.put(port, name, value);
+        let r = if s.ioc {
+            s.store
+                .put(s.def.name, value)
+                .map_err(|source| GraphError::Param {
+                    port: s.port.clone(),
+                    source,
+                })
+        } else {
+            graph.put(&s.port, s.def.name, value)
+        };
         let started = DEFERRED_BUSY
             .with(|d| d.borrow_mut().take())
             .unwrap_or_default();
@@ -592,6 +637,22 @@ impl PvDirectory {
             batch.clear();
             std::thread::sleep(POST_INTERVAL);
         }
+    }
+}
+
+/// Every put at debug level (who wrote what, and whether it was applied): `NDFLOW_LOG=debug`
+/// or `$(P)NDFLOW:LogLevel` = debug while running.
+fn log_put(pv: &str, client: Option<&ClientInfo>, r: &Result<ParamValue, GraphError>) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    let who = client.map_or_else(
+        || "a Channel Access client".to_string(),
+        |c| format!("{}@{}", c.user, c.host),
+    );
+    match r {
+        Ok(v) => tracing::debug!("put {pv} = {v} by {who}"),
+        Err(e) => tracing::debug!("put {pv} by {who} refused: {e}"),
     }
 }
 
