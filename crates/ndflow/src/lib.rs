@@ -3,7 +3,8 @@
 //! Where the crates meet: a TOML config file becomes a [`ndflow_runtime::Graph`] of ports
 //! ([`config`], [`registry`]); [`pvdir`] names every parameter of every port as a PV, served
 //! over pvAccess ([`pva`]) and Channel Access ([`ca`]) under the config's access rules
-//! ([`access`]); [`ioc::run`] runs it with a live status line and writes the JSON summary.
+//! ([`access`]); [`ioc::run`] runs it, printing state changes ([`events`]) or a live status
+//! line ([`status`]), with the log level a PV ([`logging`]), and writes the JSON summary.
 //! [`vds`] joins the files of several writers, [`pv_cmd`] is the scripts' pvAccess client and
 //! [`reference`] prints the parameter tables.
 //!
@@ -13,6 +14,7 @@
 pub mod access;
 pub mod ca;
 pub mod config;
+pub mod events;
 pub mod ioc;
 pub mod logging;
 pub mod pv_attrs;

@@ -1,15 +1,25 @@
-//! The live status line: frame rate at the source and drops per plugin.
+//! The live status line: frame rate at the source and drops per plugin, drawn in place on a
+//! terminal. Shown only when someone watches: on a terminal (stderr), or with `--status`
+//! ([`show_status_line`]); otherwise `ndflow run` prints state changes only (`events.rs`).
 
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
 use ndflow_runtime::{Graph, PortHandle};
 
+/// Whether `ndflow run` shows the status line: not with `--quiet`; with `--status` (one line
+/// a second when stderr is not a terminal); otherwise when stderr is a terminal.
+pub fn show_status_line(quiet: bool, status: bool) -> bool {
+    !quiet && (status || std::io::stderr().is_terminal())
+}
+
 pub struct StatusLine {
     start: Instant,
     last: Instant,
     last_count: i64,
     tty: bool,
+    /// A status line is on the terminal, not ended by a newline.
+    drawn: bool,
 }
 
 impl Default for StatusLine {
@@ -25,6 +35,7 @@ impl StatusLine {
             last: Instant::now(),
             last_count: 0,
             tty: std::io::stderr().is_terminal(),
+            drawn: false,
         }
     }
 
@@ -87,7 +98,25 @@ impl StatusLine {
         let mut err = std::io::stderr().lock();
         if self.tty {
             let _ = write!(err, "\r\x1b[2K{line}");
+            self.drawn = true;
         } else {
+            let _ = writeln!(err, "{line}");
+        }
+        let _ = err.flush();
+    }
+
+    /// Prints whole lines (state changes, messages) to stderr; a status line drawn on the
+    /// terminal is cleared first and redrawn by the next [`StatusLine::print`].
+    pub fn say(&mut self, lines: &[String]) {
+        if lines.is_empty() {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        if self.drawn {
+            let _ = write!(err, "\r\x1b[2K");
+            self.drawn = false;
+        }
+        for line in lines {
             let _ = writeln!(err, "{line}");
         }
         let _ = err.flush();
@@ -95,8 +124,9 @@ impl StatusLine {
 
     pub fn finish(&mut self, graph: &Graph) {
         self.print(graph);
-        if self.tty {
+        if self.drawn {
             eprintln!();
+            self.drawn = false;
         }
     }
 }
