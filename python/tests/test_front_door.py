@@ -246,6 +246,9 @@ def test_three_iocs_on_one_host(ndflow_bin, tmp_path):
         }
         tcp = {p: i.banner.split("Channel Access")[1].split("tcp ")[1].split()[0] for p, i in iocs.items()}
         assert tcp["A:"] == "127.0.0.1:5064" and len(set(tcp.values())) == 3, tcp
+        for p in ("B:", "C:"):
+            # The banner says why the port differs.
+            assert "(5075 taken) udp 5076" in iocs[p].banner and "(5064 taken) udp 5064" in iocs[p].banner, iocs[p].banner
 
         def reads(prefixes):
             for p in prefixes:

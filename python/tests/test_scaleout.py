@@ -432,7 +432,7 @@ def test_run_script_on_this_machine(ndflow_bin, tmp_path):
     banners = [(out / f).read_text() for f in ("head.log", "w1.log", "w2.log")]
     ca_ports = set()
     for b in banners:
-        m = re.search(r"Channel Access \d+ PVs tcp 127\.0\.0\.1:(\d+) udp (\d+)", b)
+        m = re.search(r"Channel Access \d+ PVs tcp 127\.0\.0\.1:(\d+)(?: \(\d+ taken\))? udp (\d+)", b)
         assert m, b
         assert int(m.group(2)) == ca, b
         ca_ports.add(int(m.group(1)))

@@ -153,6 +153,13 @@ impl Server {
         &self.shared.cfg.listen
     }
 
+    /// The TCP port asked for, when another server of the host had it and a free one was
+    /// taken instead.
+    pub fn tcp_port_taken(&self) -> Option<u16> {
+        let asked = self.shared.cfg.tcp_port;
+        (asked != 0 && asked != self.tcp_addr.port()).then_some(asked)
+    }
+
     /// Searches not answered because of where they came from, and unicast searches passed on
     /// to the other servers of the host.
     pub fn search_counts(&self) -> (u64, u64) {

@@ -319,6 +319,13 @@ impl Server {
         &self.shared.cfg.listen
     }
 
+    /// The TCP port asked for, when another server of the host had it and a free one was
+    /// taken instead.
+    pub fn tcp_port_taken(&self) -> Option<u16> {
+        let asked = self.shared.cfg.tcp_port;
+        (asked != 0 && asked != self.tcp_addr.port()).then_some(asked)
+    }
+
     /// The search port as a client on this host reaches it (127.0.0.1; the socket itself is
     /// bound to every interface).
     pub fn udp_addr(&self) -> SocketAddr {

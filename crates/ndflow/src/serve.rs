@@ -71,6 +71,11 @@ impl Servers {
     }
 }
 
+/// " (5064 taken)" after a server's address when another server of the host had the port.
+pub(crate) fn taken_text(asked: Option<u16>) -> String {
+    asked.map_or(String::new(), |p| format!(" ({p} taken)"))
+}
+
 /// Builds the PV directory of `graph` and starts the servers `o` asks for (none: nothing is
 /// built or started).
 pub fn serve(

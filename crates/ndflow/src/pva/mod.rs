@@ -61,9 +61,10 @@ impl PvaService {
     pub fn where_text(&self) -> String {
         match &self.server {
             Some(s) => format!(
-                "pvAccess {} PVs tcp {} udp {}",
+                "pvAccess {} PVs tcp {}{} udp {}",
                 self.provider.len(),
                 s.tcp_addr(),
+                crate::serve::taken_text(s.tcp_port_taken()),
                 s.udp_addr().port()
             ),
             None => "pvAccess off".into(),
