@@ -1,4 +1,5 @@
-//! A blocking Channel Access client over Tokio: UDP search (retries with backoff), one TCP
+//! A blocking Channel Access client over Tokio: search (UDP to the address list and the
+//! interfaces' broadcast addresses, TCP to EPICS_CA_NAME_SERVERS; retries with backoff), one TCP
 //! circuit per server, channels cached by name, get / put / put-notify / monitor.
 //!
 //! The client runs its own runtime; its methods block the calling thread and must not be
@@ -8,7 +9,7 @@
 mod circuit;
 pub mod config;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -26,7 +27,7 @@ use crate::header::{
     MINOR_VERSION,
 };
 use crate::value::{CaValue, NativeType, Values};
-use circuit::{Circuit, Reply, SubQueue};
+use circuit::{Circuit, Reply, SearchHook, SubQueue};
 pub use config::ClientConfig;
 
 #[derive(Debug, thiserror::Error)]
@@ -98,7 +99,39 @@ struct Inner {
     ids: AtomicU32,
     searches: Mutex<HashMap<u32, oneshot::Sender<SocketAddr>>>,
     circuits: tokio::sync::Mutex<HashMap<SocketAddr, Arc<Circuit>>>,
+    /// Name servers being connected to (searches for them wait for the next round).
+    ns_connecting: Mutex<HashSet<SocketAddr>>,
     channels: Mutex<HashMap<String, Arc<Channel>>>,
+}
+
+impl Inner {
+    /// A SEARCH reply: the server that claims the search `h.p2`. Data type = the server's TCP
+    /// port, p1 = its address, or ~0 for "where this reply came from": the datagram's source
+    /// address (UDP), or the circuit's address itself (a name server's TCP circuit, as libca).
+    fn search_reply(&self, h: &Header, from: SocketAddr, over_tcp: bool) {
+        let server = if h.p1 == u32::MAX || h.p1 == 0 {
+            if over_tcp {
+                from
+            } else {
+                SocketAddr::new(from.ip(), h.data_type)
+            }
+        } else {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::from(h.p1)), h.data_type)
+        };
+        if let Some(tx) = self.searches.lock().remove(&h.p2) {
+            let _ = tx.send(server);
+        }
+    }
+
+    /// What every circuit does with a SEARCH reply it receives (name servers answer there).
+    fn search_hook(self: &Arc<Self>) -> SearchHook {
+        let weak = Arc::downgrade(self);
+        Arc::new(move |h: &Header, circuit: SocketAddr| {
+            if let Some(inner) = weak.upgrade() {
+                inner.search_reply(h, circuit, true);
+            }
+        })
+    }
 }
 
 pub struct Client {
@@ -114,7 +147,8 @@ impl Client {
             .enable_all()
             .build()?;
         let targets = cfg.search_targets();
-        // Loopback-only targets: keep the search socket on loopback too.
+        // Loopback-only targets (or none: name servers only): keep the search socket on
+        // loopback too.
         let bind_ip = if targets.iter().all(|a| a.ip().is_loopback()) {
             IpAddr::V4(Ipv4Addr::LOCALHOST)
         } else {
@@ -123,7 +157,8 @@ impl Client {
         let udp = {
             let _g = rt.enter();
             let s = std::net::UdpSocket::bind((bind_ip, 0))?;
-            if cfg.auto_addr_list {
+            // The automatic list is re-read at each search (interfaces come and go).
+            if cfg.auto_addr_list || targets.iter().any(|a| is_broadcast(a.ip())) {
                 s.set_broadcast(true)?;
             }
             s.set_nonblocking(true)?;
@@ -135,6 +170,7 @@ impl Client {
             ids: AtomicU32::new(1),
             searches: Mutex::new(HashMap::new()),
             circuits: tokio::sync::Mutex::new(HashMap::new()),
+            ns_connecting: Mutex::new(HashSet::new()),
             channels: Mutex::new(HashMap::new()),
         });
         rt.spawn(search_replies(
@@ -302,7 +338,9 @@ impl Client {
         }
     }
 
-    /// A connected channel for `name` (cached; searched and created when needed).
+    /// A connected channel for `name` (cached; searched and created when needed). No answer to
+    /// the search by `deadline` is [`ClientError::NotFound`]; a server that answered but did not
+    /// create the channel in time is [`ClientError::Timeout`].
     fn channel(&self, name: &str, deadline: Instant) -> Result<Arc<Channel>, ClientError> {
         if let Some(c) = self.inner.channels.lock().get(name) {
             if c.circuit.is_alive() && !c.circuit.channel_dead(c.cid) {
@@ -311,13 +349,10 @@ impl Client {
         }
         let inner = Arc::clone(&self.inner);
         let name2 = name.to_owned();
-        let ch = self.rt.block_on(async move {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, connect(&inner, &name2)).await {
-                Ok(r) => r,
-                Err(_) => Err(ClientError::NotFound(name2)),
-            }
-        })?;
+        let deadline = tokio::time::Instant::from_std(deadline);
+        let ch = self
+            .rt
+            .block_on(async move { connect(&inner, &name2, deadline).await })?;
         let ch = Arc::new(ch);
         self.inner
             .channels
@@ -328,8 +363,23 @@ impl Client {
 }
 
 /// Search, open (or reuse) the circuit, create the channel.
-async fn connect(inner: &Arc<Inner>, name: &str) -> Result<Channel, ClientError> {
-    let addr = search(inner, name).await?;
+async fn connect(
+    inner: &Arc<Inner>,
+    name: &str,
+    deadline: tokio::time::Instant,
+) -> Result<Channel, ClientError> {
+    let addr = search(inner, name, deadline).await?;
+    tokio::time::timeout_at(deadline, create_channel(inner, name, addr))
+        .await
+        .map_err(|_| ClientError::Timeout)?
+}
+
+/// Open (or reuse) the circuit to `addr` and create the channel there.
+async fn create_channel(
+    inner: &Arc<Inner>,
+    name: &str,
+    addr: SocketAddr,
+) -> Result<Channel, ClientError> {
     let circuit = {
         let mut cs = inner.circuits.lock().await;
         match cs.get(&addr) {
@@ -340,6 +390,7 @@ async fn connect(inner: &Arc<Inner>, name: &str) -> Result<Channel, ClientError>
                     &inner.cfg.host_name,
                     &inner.cfg.user_name,
                     inner.cfg.max_array_bytes + 4096,
+                    inner.search_hook(),
                 )
                 .await?;
                 cs.insert(addr, Arc::clone(&c));
@@ -368,8 +419,14 @@ async fn connect(inner: &Arc<Inner>, name: &str) -> Result<Channel, ClientError>
     })
 }
 
-/// UDP search with retries (50 ms doubling to 1 s) until a server answers.
-async fn search(inner: &Arc<Inner>, name: &str) -> Result<SocketAddr, ClientError> {
+/// Search with retries (50 ms doubling to 1 s) until a server answers or `deadline`
+/// ([`ClientError::NotFound`]): UDP to [`ClientConfig::search_targets`], and over a TCP circuit
+/// to each name server (EPICS_CA_NAME_SERVERS), where the same VERSION + SEARCH messages go.
+async fn search(
+    inner: &Arc<Inner>,
+    name: &str,
+    deadline: tokio::time::Instant,
+) -> Result<SocketAddr, ClientError> {
     let cid = inner.ids.fetch_add(1, Ordering::Relaxed);
     let (tx, mut rx) = oneshot::channel();
     inner.searches.lock().insert(cid, tx);
@@ -381,20 +438,98 @@ async fn search(inner: &Arc<Inner>, name: &str) -> Result<SocketAddr, ClientErro
         Header::new(cmd::SEARCH, DONT_REPLY, u32::from(MINOR_VERSION), cid, cid),
         name,
     ));
-    let targets = inner.cfg.search_targets();
     let mut delay = Duration::from_millis(50);
     let r = loop {
-        for t in &targets {
+        // Re-read each round: the automatic list follows the interfaces.
+        for t in &inner.cfg.search_targets() {
             let _ = inner.udp.send_to(&dgram, t).await;
         }
+        for ns in &inner.cfg.name_servers {
+            tcp_search(inner, *ns, dgram.clone());
+        }
+        let next = (tokio::time::Instant::now() + delay).min(deadline);
         tokio::select! {
             r = &mut rx => break r.map_err(|_| ClientError::NotFound(name.to_owned())),
-            _ = tokio::time::sleep(delay) => {}
+            _ = tokio::time::sleep_until(next) => {}
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break Err(ClientError::NotFound(name.to_owned()));
         }
         delay = (delay * 2).min(Duration::from_secs(1));
     };
     inner.searches.lock().remove(&cid);
     r
+}
+
+/// Send `msg` (VERSION + SEARCH) on the circuit to name server `ns`, connecting it first when
+/// needed; while it connects (or when it cannot be reached) this round's search is skipped
+/// and the next round tries again. The circuit is an ordinary one: channels the name server
+/// itself serves are created on it.
+fn tcp_search(inner: &Arc<Inner>, ns: SocketAddr, msg: Vec<u8>) {
+    let inner = Arc::clone(inner);
+    tokio::spawn(async move {
+        let live = inner
+            .circuits
+            .lock()
+            .await
+            .get(&ns)
+            .filter(|c| c.is_alive())
+            .cloned();
+        if let Some(c) = live {
+            c.send(msg);
+            return;
+        }
+        if !inner.ns_connecting.lock().insert(ns) {
+            return;
+        }
+        let r = tokio::time::timeout(
+            Duration::from_secs(2),
+            Circuit::connect(
+                ns,
+                &inner.cfg.host_name,
+                &inner.cfg.user_name,
+                inner.cfg.max_array_bytes + 4096,
+                inner.search_hook(),
+            ),
+        )
+        .await;
+        let c = match r {
+            Ok(Ok(c)) => {
+                let mut cs = inner.circuits.lock().await;
+                match cs.get(&ns) {
+                    // A channel's connect() got there first: use its circuit.
+                    Some(old) if old.is_alive() => {
+                        c.close();
+                        Arc::clone(old)
+                    }
+                    _ => {
+                        cs.insert(ns, Arc::clone(&c));
+                        c
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::debug!("CA name server {ns}: {e}");
+                inner.ns_connecting.lock().remove(&ns);
+                return;
+            }
+            Err(_) => {
+                tracing::debug!("CA name server {ns}: no connection within 2 s");
+                inner.ns_connecting.lock().remove(&ns);
+                return;
+            }
+        };
+        inner.ns_connecting.lock().remove(&ns);
+        c.send(msg);
+    });
+}
+
+/// Whether a datagram to `ip` needs SO_BROADCAST.
+fn is_broadcast(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => ndflow_net::ifaces::is_broadcast(v4),
+        IpAddr::V6(_) => false,
+    }
 }
 
 async fn search_replies(inner: std::sync::Weak<Inner>, udp: Arc<UdpSocket>) {
@@ -414,14 +549,7 @@ async fn search_replies(inner: std::sync::Weak<Inner>, udp: Arc<UdpSocket>) {
             if h.command != cmd::SEARCH {
                 continue;
             }
-            let ip = if h.p1 == u32::MAX || h.p1 == 0 {
-                from.ip()
-            } else {
-                IpAddr::V4(Ipv4Addr::from(h.p1))
-            };
-            if let Some(tx) = inner.searches.lock().remove(&h.p2) {
-                let _ = tx.send(SocketAddr::new(ip, h.data_type));
-            }
+            inner.search_reply(&h, from, false);
         }
     }
 }

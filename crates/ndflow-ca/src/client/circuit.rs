@@ -18,6 +18,10 @@ use crate::header::{cmd, message, string_message, Header, MINOR_VERSION};
 /// A reply (header and payload) or the error that replaced it.
 pub(crate) type Reply = Result<(Header, Vec<u8>), ClientError>;
 
+/// Called with each SEARCH reply a circuit receives (a name server answers searches sent on
+/// its circuit) and the circuit's server address.
+pub(crate) type SearchHook = Arc<dyn Fn(&Header, SocketAddr) + Send + Sync>;
+
 /// Monitor updates waiting for the consumer; the oldest is dropped when full.
 const SUB_QUEUE: usize = 64;
 
@@ -66,6 +70,7 @@ pub(crate) struct Circuit {
     tx: mpsc::UnboundedSender<Vec<u8>>,
     routes: Mutex<Routes>,
     alive: AtomicBool,
+    on_search: SearchHook,
 }
 
 impl Circuit {
@@ -74,6 +79,7 @@ impl Circuit {
         host: &str,
         user: &str,
         max_payload: usize,
+        on_search: SearchHook,
     ) -> Result<Arc<Circuit>, ClientError> {
         let stream = TcpStream::connect(addr).await?;
         let _ = stream.set_nodelay(true);
@@ -84,6 +90,7 @@ impl Circuit {
             tx,
             routes: Mutex::new(Routes::default()),
             alive: AtomicBool::new(true),
+            on_search,
         });
         c.send(message(
             Header::new(cmd::VERSION, 0, u32::from(MINOR_VERSION), 0, 0),
@@ -101,7 +108,8 @@ impl Circuit {
             let echo = message(Header::new(cmd::ECHO, 0, 0, 0, 0), &[]);
             loop {
                 let m = tokio::select! {
-                    m = rx.recv() => match m { Some(m) => m, None => break },
+                    // An empty message is `close()`: shut the connection down.
+                    m = rx.recv() => match m { Some(m) if !m.is_empty() => m, _ => break },
                     // Keep-alive, so that servers and middleboxes see a live circuit.
                     _ = tokio::time::sleep(Duration::from_secs(20)) => echo.clone(),
                 };
@@ -149,7 +157,14 @@ impl Circuit {
     }
 
     pub(crate) fn send(&self, m: Vec<u8>) {
-        let _ = self.tx.send(m);
+        if !m.is_empty() {
+            let _ = self.tx.send(m);
+        }
+    }
+
+    /// Close the connection (the server then closes its side and the reader ends).
+    pub(crate) fn close(&self) {
+        let _ = self.tx.send(Vec::new());
     }
 
     /// Where the reply routed by `id` (cid or ioid) will arrive; register before sending.
@@ -188,6 +203,10 @@ impl Circuit {
     }
 
     fn dispatch(&self, h: Header, payload: Vec<u8>) {
+        if h.command == cmd::SEARCH {
+            (self.on_search)(&h, self.addr);
+            return;
+        }
         let mut r = self.routes.lock();
         match h.command {
             cmd::ACCESS_RIGHTS => {
