@@ -32,9 +32,13 @@ enum Cmd {
         /// On exit, write every port's parameters as JSON to this file.
         #[arg(long, value_name = "FILE.json")]
         summary: Option<PathBuf>,
-        /// No live status line.
+        /// No live status line, even on a terminal (state changes are still printed).
         #[arg(long, short)]
         quiet: bool,
+        /// Show the live status line even when stderr is not a terminal (a line a second).
+        /// Without it, and off a terminal, only state changes are printed.
+        #[arg(long, conflicts_with = "quiet")]
+        status: bool,
         /// Do not serve PVs over pvAccess (the config's `pva = false` does the same).
         #[arg(long)]
         no_pva: bool,
@@ -157,14 +161,44 @@ fn read_config(path: &std::path::Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
-fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("NDFLOW_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+/// Logs to stderr through a filter from `NDFLOW_LOG` (default `warn`) that the IOC can
+/// replace while running (`$(P)NDFLOW:LogLevel`).
+fn init_logging() -> ndflow::logging::LogControl {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::{fmt, layer::SubscriberExt, reload, util::SubscriberInitExt};
+    let env = std::env::var("NDFLOW_LOG").unwrap_or_default();
+    let bad = EnvFilter::try_new(&env)
+        .err()
+        .filter(|_| !env.trim().is_empty());
+    let initial = if env.trim().is_empty() || bad.is_some() {
+        "warn".to_string()
+    } else {
+        env.clone()
+    };
+    let (filter, handle) = reload::Layer::new(EnvFilter::new(&initial));
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal()),
         )
         .init();
+    if let Some(e) = bad {
+        eprintln!("warning: NDFLOW_LOG={env:?} is not a log filter ({e}); using \"warn\"");
+    }
+    ndflow::logging::LogControl {
+        initial,
+        set: std::sync::Arc::new(move |spec: &str| {
+            let f = EnvFilter::try_new(spec).map_err(|e| e.to_string())?;
+            handle.reload(f).map_err(|e| e.to_string())
+        }),
+    }
+}
+
+fn main() -> ExitCode {
+    let log = init_logging();
     // `ndflow params --help` lists the port types from the registry's records.
     let command = Cli::command().mut_subcommand("params", |c| {
         c.after_help(format!("Port types:\n{}", reference::types_text()))
@@ -179,6 +213,7 @@ fn main() -> ExitCode {
             until_idle,
             summary,
             quiet,
+            status,
             no_pva,
             no_ca,
             prefix,
@@ -191,6 +226,8 @@ fn main() -> ExitCode {
                     until_idle,
                     summary,
                     quiet,
+                    status,
+                    log: Some(log),
                     print_table: false,
                     no_pva,
                     no_ca,
@@ -226,6 +263,8 @@ fn main() -> ExitCode {
                 until_idle: true,
                 summary,
                 quiet,
+                status: false,
+                log: Some(log),
                 print_table: true,
                 no_pva: !pva,
                 no_ca: !ca,

@@ -68,6 +68,14 @@ pub enum ClientError {
     Closed(String),
 }
 
+impl ClientError {
+    /// Whether this is a search that no server answered in time (the channel was not found),
+    /// as opposed to a server that was found but did not answer.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ClientError::Timeout(m) if m.starts_with(search::SEARCHING))
+    }
+}
+
 impl From<ConfigError> for ClientError {
     fn from(e: ConfigError) -> Self {
         ClientError::Config(e.to_string())

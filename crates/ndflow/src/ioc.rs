@@ -1,4 +1,10 @@
-//! Running a configured graph: status line, clean stop on Ctrl-C, `--until-idle`, summary.
+//! Running a configured graph: state changes or the live status line, clean stop on Ctrl-C,
+//! `--until-idle`, the exit summary and the JSON summary.
+//!
+//! The run loop sleeps until Ctrl-C, the start or end of an acquisition (the drivers wake it)
+//! or its tick (a second; 20 ms with `--until-idle`). Each time it prints what changed
+//! ([`crate::events`]: nothing while idle) and, when someone watches, the status line
+//! ([`crate::status`]).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,16 +13,25 @@ use std::time::{Duration, Instant};
 
 use ndflow_runtime::{Graph, PortHandle};
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
+use crate::events::Events;
+use crate::logging::{self, LogControl};
 use crate::pva::ImagePvs;
 use crate::pvdir::PvDirectory;
+use crate::registry;
 use crate::serve;
-use crate::status::StatusLine;
+use crate::status::{show_status_line, StatusLine};
 
 pub struct RunOptions {
     pub until_idle: bool,
     pub summary: Option<PathBuf>,
+    /// No status line, even on a terminal (state changes are still printed).
     pub quiet: bool,
+    /// `--status`: the status line even when stderr is not a terminal.
+    pub status: bool,
+    /// The log filter and how to change it, for `$(P)NDFLOW:LogLevel` (none: the PV is
+    /// served but changes nothing).
+    pub log: Option<LogControl>,
     /// Print a per-port table at the end (demo).
     pub print_table: bool,
     /// Do not start the pvAccess server (overrides the config's `pva = true`).
@@ -37,6 +52,9 @@ pub fn demo_config(frames: u32) -> String {
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
+/// The [`registry::setting_phase`] of `Acquire`, applied last.
+const ACQUIRE_PHASE: u8 = 2;
+
 /// Builds the graph from `text` and runs it until idle (with `until_idle`) or Ctrl-C.
 pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     let mut cfg = Config::parse(text, file).map_err(|e| e.to_string())?;
@@ -45,10 +63,37 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     let graph = Arc::new(Graph::new(cfg.threads));
     let pv_reader = serve::install_pv_reader(&graph);
     let images = Arc::new(ImagePvs::default());
-    cfg.build(&graph, &images).map_err(|e| e.to_string())?;
+    // The graph without the config's `Acquire = 1`, which is applied (last, as `build` would)
+    // once the drivers are watched, so that the acquisition it starts is reported in full.
+    let mut built = cfg.clone();
+    for p in &mut built.ports {
+        p.settings
+            .retain(|s| registry::setting_phase(&s.key) != ACQUIRE_PHASE);
+    }
+    built.build(&graph, &images).map_err(|e| e.to_string())?;
+    let (stop_tx, stop_rx) = std::sync::mpsc::sync_channel::<()>(1);
+    let wake = stop_tx.clone();
+    let mut events = Events::attach(
+        &graph,
+        Arc::new(move || {
+            let _ = wake.try_send(());
+        }),
+    );
     let port_prefixes = cfg.port_prefixes();
     serve::set_local_pvs(&pv_reader, &graph, &cfg.prefix, &port_prefixes);
-    let servers = serve::serve(
+    for p in &cfg.ports {
+        registry::apply_settings(&graph, p, ACQUIRE_PHASE).map_err(|(s, message)| {
+            ConfigError {
+                file: cfg.file.clone(),
+                line: Some(s.line).filter(|&l| l != 0),
+                port: Some(p.name.clone()),
+                key: Some(s.key.clone()),
+                message,
+            }
+            .to_string()
+        })?;
+    }
+    let servers = serve::serve_with(
         &graph,
         images,
         &serve::ServeOptions {
@@ -58,22 +103,23 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
             port_prefixes: &port_prefixes,
             access: cfg.access.clone(),
         },
+        &[logging::ioc_port(opts.log.as_ref())],
     )?;
     if !opts.quiet {
         for line in servers.describe() {
             eprintln!("{line}");
         }
     }
-    // A second Ctrl-C while stopping exits at once. The first wakes the loop below, which
-    // otherwise sleeps a second between status lines (checking for idle every 20 ms only
-    // with --until-idle): an idle IOC does not poll.
-    let (stop_tx, stop_rx) = std::sync::mpsc::sync_channel::<()>(1);
+    // A second Ctrl-C while stopping exits at once. The first wakes the loop below, as does
+    // the start or end of an acquisition; otherwise it sleeps a second (20 ms with
+    // --until-idle, to notice idle) and, while idle, prints nothing.
     let _ = ctrlc::set_handler(move || {
         if STOP.swap(true, Ordering::SeqCst) {
             std::process::exit(130);
         }
         let _ = stop_tx.try_send(());
     });
+    let show_status = show_status_line(opts.quiet, opts.status);
     let mut status = StatusLine::new();
     let started = Instant::now();
     let mut last_print = Instant::now();
@@ -85,29 +131,34 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     loop {
         let _ = stop_rx.recv_timeout(tick);
         if STOP.load(Ordering::SeqCst) {
-            eprintln!("\nstopping: acquisition off, draining plugins (Ctrl-C again to quit now)");
+            status.say(&[
+                "stopping: acquisition off, draining plugins (Ctrl-C again to quit now)".into(),
+            ]);
             for name in cfg.driver_names() {
                 let _ = graph.put(&name, "Acquire", 0);
             }
             if !graph.wait_idle(Duration::from_secs(30)) {
-                eprintln!(
+                status.say(&[format!(
                     "warning: plugins still held {} frames after 30 s",
                     graph.busy()
-                );
+                )]);
             }
             break;
         }
+        status.say(&events.poll(&graph));
         if opts.until_idle && started.elapsed() > Duration::from_millis(100) && graph.is_idle() {
             break;
         }
-        if !opts.quiet && last_print.elapsed() >= Duration::from_millis(990) {
+        if show_status && last_print.elapsed() >= Duration::from_millis(990) {
             status.print(&graph);
             last_print = Instant::now();
         }
     }
-    if !opts.quiet {
+    if show_status {
         status.finish(&graph);
     }
+    status.say(&events.poll(&graph));
+    status.say(&events.summary(&graph));
     let summary = graph.summary();
     if opts.print_table {
         print_table(&graph, &summary);
@@ -167,11 +218,12 @@ fn idle_directory(cfg: &Config) -> Result<Arc<PvDirectory>, String> {
         .build(&graph, &Arc::new(ImagePvs::default()))
         .map_err(|e| e.to_string())
         .and_then(|()| {
-            PvDirectory::build(
+            PvDirectory::build_with(
                 &graph,
                 &idle.prefix,
                 &idle.port_prefixes(),
                 idle.access.clone(),
+                &[logging::ioc_port(None)],
             )
         });
     graph.shutdown();

@@ -1,8 +1,10 @@
 //! Client configuration from the EPICS_PVA_* environment variables (as pvxs reads them).
 //!
-//! Search destinations are explicit: `EPICS_PVA_ADDR_LIST` entries (port defaults to the broadcast
-//! port) and, when `EPICS_PVA_AUTO_ADDR_LIST` is YES (the EPICS default), the IPv4 limited broadcast
-//! address. We do not enumerate interfaces. `loopback_only` drops every destination outside
+//! Search destinations: `EPICS_PVA_ADDR_LIST` entries (port defaults to the broadcast port) and,
+//! when `EPICS_PVA_AUTO_ADDR_LIST` is YES (the EPICS default), the directed broadcast address of
+//! every interface that is up, loopback excluded (as pvxs), at `EPICS_PVA_BROADCAST_PORT` — never
+//! the limited broadcast address 255.255.255.255 unless the address list names it.
+//! `EPICS_PVA_NAME_SERVERS` are searched over TCP. `loopback_only` drops every destination outside
 //! 127.0.0.0/8 (and `::1`), for processes that must never reach the network.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -68,7 +70,8 @@ impl AuthMethod {
 pub struct ClientConfig {
     /// UDP search destinations (unicast or broadcast), with their ports.
     pub addr_list: Vec<SocketAddr>,
-    /// Add the IPv4 limited broadcast address (255.255.255.255) on `broadcast_port`.
+    /// Add the directed broadcast address of every interface that is up (loopback excluded)
+    /// on `broadcast_port`.
     pub auto_addr_list: bool,
     /// TCP name servers: searches are also sent over a connection to each.
     pub name_servers: Vec<SocketAddr>,
@@ -185,15 +188,56 @@ impl ClientConfig {
         }
     }
 
-    /// The UDP destinations searches go to, after `auto_addr_list` and `loopback_only`.
+    /// The UDP destinations searches go to, after `auto_addr_list` (the interfaces' directed
+    /// broadcast addresses) and `loopback_only`. When the automatic list is on but finds no
+    /// interface that broadcasts (a container with loopback only) and nothing else is
+    /// configured, 127.0.0.1 at `broadcast_port`, so that the host's own servers are found.
     pub fn search_destinations(&self) -> Vec<SocketAddr> {
+        let auto = if self.auto_addr_list {
+            ndflow_net::ifaces::broadcast_addrs()
+        } else {
+            Vec::new()
+        };
+        self.search_destinations_with(&auto)
+    }
+
+    /// [`Self::search_destinations`] with the automatic list given (tests).
+    pub fn search_destinations_with(&self, broadcasts: &[Ipv4Addr]) -> Vec<SocketAddr> {
         let mut out = self.addr_list.clone();
         if self.auto_addr_list {
-            out.push(SocketAddr::from((Ipv4Addr::BROADCAST, self.broadcast_port)));
+            out.extend(
+                broadcasts
+                    .iter()
+                    .map(|b| SocketAddr::from((*b, self.broadcast_port))),
+            );
+        }
+        if self.auto_addr_list && out.is_empty() && self.name_servers.is_empty() {
+            out.push(SocketAddr::from((Ipv4Addr::LOCALHOST, self.broadcast_port)));
         }
         out.retain(|a| self.allowed(a));
-        out.dedup();
+        let mut seen = std::collections::HashSet::new();
+        out.retain(|a| seen.insert(*a));
         out
+    }
+
+    /// Every place a search goes, for messages: `udp 10.0.0.255:5076, tcp 10.1.2.3:5075`
+    /// (`nowhere` when empty).
+    pub fn describe_destinations(&self) -> String {
+        let mut parts: Vec<String> = self
+            .search_destinations()
+            .iter()
+            .map(|a| format!("udp {a}"))
+            .collect();
+        parts.extend(
+            self.name_server_destinations()
+                .iter()
+                .map(|a| format!("tcp {a}")),
+        );
+        if parts.is_empty() {
+            "nowhere".into()
+        } else {
+            parts.join(", ")
+        }
     }
 
     /// Name servers after `loopback_only`.
@@ -309,7 +353,59 @@ mod tests {
     #[test]
     fn auto_list_and_loopback_filter() {
         let c = cfg(&[("EPICS_PVA_ADDR_LIST", "10.0.0.1")]).unwrap();
-        assert_eq!(c.search_destinations().len(), 2);
+        assert!(c.auto_addr_list, "YES by default");
+        let b = [
+            Ipv4Addr::new(10, 0, 0, 255),
+            Ipv4Addr::new(192, 168, 7, 255),
+        ];
+        assert_eq!(
+            c.search_destinations_with(&b),
+            vec![
+                "10.0.0.1:5076".parse().unwrap(),
+                "10.0.0.255:5076".parse().unwrap(),
+                "192.168.7.255:5076".parse().unwrap()
+            ]
+        );
+        // The interfaces' directed broadcast addresses, never 255.255.255.255.
+        let real = c.search_destinations();
+        assert!(!real
+            .iter()
+            .any(|a| a.ip() == IpAddr::V4(Ipv4Addr::BROADCAST)));
+        for b in ndflow_net::ifaces::broadcast_addrs() {
+            assert!(real.contains(&SocketAddr::from((b, 5076))), "{real:?}");
+        }
+        let c = cfg(&[
+            ("EPICS_PVA_ADDR_LIST", "10.0.0.255"),
+            ("EPICS_PVA_BROADCAST_PORT", "15076"),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.search_destinations_with(&b),
+            vec![
+                "10.0.0.255:15076".parse().unwrap(),
+                "192.168.7.255:15076".parse().unwrap()
+            ],
+            "at the broadcast port, without duplicates"
+        );
+        // No interface that broadcasts (loopback only) and nothing else: 127.0.0.1.
+        assert_eq!(
+            cfg(&[]).unwrap().search_destinations_with(&[]),
+            vec!["127.0.0.1:5076".parse().unwrap()]
+        );
+        let c = cfg(&[("EPICS_PVA_AUTO_ADDR_LIST", "NO")]).unwrap();
+        assert!(c.search_destinations_with(&b).is_empty());
+        assert!(c.search_destinations_with(&[]).is_empty());
+        assert_eq!(c.describe_destinations(), "nowhere");
+        let c = cfg(&[
+            ("EPICS_PVA_AUTO_ADDR_LIST", "NO"),
+            ("EPICS_PVA_ADDR_LIST", "127.0.0.1"),
+            ("EPICS_PVA_NAME_SERVERS", "127.0.0.1:15075"),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.describe_destinations(),
+            "udp 127.0.0.1:5076, tcp 127.0.0.1:15075"
+        );
         let c = cfg(&[
             ("EPICS_PVA_ADDR_LIST", "10.0.0.1 127.0.0.1"),
             ("NDFLOW_PVA_LOOPBACK_ONLY", "YES"),

@@ -25,6 +25,9 @@ use super::ClientError;
 /// Keep each search datagram below a typical MTU.
 const MAX_SEARCH_PAYLOAD: usize = 1200;
 
+/// What a search that no server answered in time says ([`ClientError::is_not_found`]).
+pub(crate) const SEARCHING: &str = "searching for channel ";
+
 struct Pending {
     name: String,
     waiters: Vec<oneshot::Sender<SocketAddr>>,
@@ -141,9 +144,7 @@ impl Searcher {
                         st.by_name.remove(name);
                     }
                 }
-                Err(ClientError::Timeout(format!(
-                    "searching for channel {name}"
-                )))
+                Err(ClientError::Timeout(format!("{SEARCHING}{name}")))
             }
         }
     }
@@ -211,11 +212,7 @@ impl Searcher {
                 continue;
             };
             for dest in &self.dests {
-                let flags = if is_broadcast(dest.ip()) {
-                    0
-                } else {
-                    proto::SEARCH_UNICAST
-                };
+                let flags = search_flags(dest.ip());
                 let seq = self.seq.fetch_add(1, Ordering::Relaxed);
                 // UDP is sent big-endian, like pvxs.
                 let Some(dgram) = search_datagram(seq, flags, port, &chunk, ByteOrder::Big) else {
@@ -267,10 +264,21 @@ pub(crate) fn search_datagram(
     Some(out)
 }
 
+/// The SEARCH flags for a destination: the unicast bit exactly when it reaches one host.
+fn search_flags(dest: IpAddr) -> u8 {
+    if is_broadcast(dest) {
+        0
+    } else {
+        proto::SEARCH_UNICAST
+    }
+}
+
+/// A destination that reaches more than one host (limited or one of this host's directed
+/// broadcast addresses, a multicast group): sent without the unicast flag, with SO_BROADCAST.
 fn is_broadcast(ip: IpAddr) -> bool {
     match ip {
-        IpAddr::V4(v4) => v4.is_broadcast(),
-        IpAddr::V6(_) => false,
+        IpAddr::V4(v4) => ndflow_net::ifaces::is_broadcast(v4),
+        IpAddr::V6(v6) => v6.is_multicast(),
     }
 }
 
@@ -308,6 +316,32 @@ async fn recv_task(s: Arc<Searcher>, sock: Arc<UdpSocket>) {
                     s.on_response(r, src);
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn unicast_flag_only_for_single_hosts() {
+        assert_eq!(
+            search_flags(Ipv4Addr::LOCALHOST.into()),
+            proto::SEARCH_UNICAST
+        );
+        assert_eq!(
+            search_flags(Ipv4Addr::new(192, 0, 2, 7).into()),
+            proto::SEARCH_UNICAST
+        );
+        assert_eq!(search_flags(Ipv4Addr::BROADCAST.into()), 0);
+        assert_eq!(search_flags(Ipv4Addr::new(224, 0, 0, 128).into()), 0);
+        for b in ndflow_net::ifaces::broadcast_addrs() {
+            assert_eq!(search_flags(b.into()), 0, "{b}");
+        }
+        for i in ndflow_net::ifaces::interfaces() {
+            assert_eq!(search_flags(i.addr.into()), proto::SEARCH_UNICAST, "{i:?}");
         }
     }
 }

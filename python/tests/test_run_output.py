@@ -1,0 +1,292 @@
+"""What `ndflow run` writes when nobody watches a terminal, and the log level as a PV.
+
+With stdout and stderr going to a file (a systemd journal, a log file) the IOC prints no live
+status line: an idle IOC writes nothing, an acquisition writes one line when it starts and one
+when it ends (frames and rate), a plugin's first dropped frame is reported with its reason,
+and a clean stop (SIGINT) writes the summary. `$(P)NDFLOW:LogLevel` changes the log filter
+while the IOC runs, over pvAccess and Channel Access.
+
+Loopback only: the IOC and its clients get netenv.py's loopback variables and free ports.
+"""
+
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from interop import require
+from netenv import (
+    ca_client_env,
+    free_tcp_port,
+    free_tcp_udp_port,
+    free_udp_port,
+    process_env,
+    pva_client_conf,
+    pva_server_env,
+)
+
+P = "OUT13:"
+
+# UInt16 frames into a JPEG codec: every frame is dropped as "unsupported input" (JPEG takes
+# UInt8 only), a drop of a known reason and count.
+CONFIG = """
+prefix = "{P}"
+
+[[port]]
+name = "SIM1"
+type = "sim"
+prefix = "cam1:"
+MaxSizeX = 64
+MaxSizeY = 64
+DataType = "UInt16"
+ImageMode = "Multiple"
+NumImages = 5
+AcquireTime = 0.0
+AcquirePeriod = 0.02
+
+[[port]]
+name = "STATS1"
+type = "stats"
+prefix = "Stats1:"
+NDArrayPort = "SIM1"
+
+[[port]]
+name = "JPG1"
+type = "codec"
+prefix = "JPG1:"
+NDArrayPort = "SIM1"
+Compressor = "JPEG"
+""".replace("{P}", P)
+
+
+class Ioc:
+    """`ndflow run` with stdout and stderr to a file (not a terminal), no --quiet, on free
+    loopback ports; `ctx` is a p4p context that talks to it."""
+
+    def __init__(self, ndflow_bin, tmp, log_filter="warn"):
+        from p4p.client.thread import Context
+
+        cfg = pathlib.Path(tmp) / "ioc.toml"
+        cfg.write_text(CONFIG)
+        tcp, udp = free_tcp_port(), free_udp_port()
+        self.ca_port, self.ca_repeater = free_tcp_udp_port(), free_udp_port()
+        env = pva_server_env(tcp, udp)
+        env.update(
+            EPICS_CA_SERVER_PORT=str(self.ca_port),
+            EPICS_CAS_SERVER_PORT=str(self.ca_port),
+            EPICS_CA_REPEATER_PORT=str(self.ca_repeater),
+            NDFLOW_LOG=log_filter,
+        )
+        self.path = pathlib.Path(tmp) / "ioc.log"
+        self.log = open(self.path, "w")
+        self.proc = subprocess.Popen(
+            [str(ndflow_bin), "run", str(cfg)],
+            env=process_env(**env),
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        self.ctx = Context("pva", conf=pva_client_conf(tcp, udp), useenv=False)
+
+    def text(self):
+        return self.path.read_text()
+
+    def lines(self):
+        return self.text().splitlines()
+
+    def wait_served(self, timeout=20.0):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail("IOC exited:\n" + self.text())
+            try:
+                self.ctx.get(P + "cam1:Acquire_RBV", timeout=1.0)
+                return
+            except Exception:
+                time.sleep(0.1)
+        pytest.fail("IOC never served its PVs:\n" + self.text())
+
+    def wait_line(self, pattern, timeout=5.0):
+        """The first log line matching `pattern`, waiting for it up to `timeout`."""
+        deadline = time.time() + timeout
+        while True:
+            for line in self.lines():
+                if re.search(pattern, line):
+                    return line
+            if time.time() > deadline:
+                pytest.fail(f"no line matching {pattern!r} in:\n{self.text()}")
+            time.sleep(0.1)
+
+    def interrupt(self, timeout=20.0):
+        """SIGINT (Ctrl-C, a clean stop); returns the exit status."""
+        self.ctx.close()
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+            pytest.fail("IOC did not stop on SIGINT:\n" + self.text())
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.ctx.close()
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        self.log.close()
+
+
+@pytest.fixture
+def ioc(ndflow_bin, tmp_path):
+    ioc = Ioc(ndflow_bin, tmp_path)
+    yield ioc
+    ioc.close()
+
+
+def test_idle_is_silent_acquisitions_and_stop_say_one_line_each(ioc):
+    ioc.wait_served()
+    time.sleep(1.0)  # start-up messages are written by now
+    before = ioc.lines()
+    # Idle, with a client connected and reading: nothing at all (the bound is 3 lines a minute).
+    for _ in range(15):
+        time.sleep(1.0)
+        ioc.ctx.get(P + "cam1:ArrayCounter_RBV")
+    idle = ioc.lines()[len(before):]
+    assert idle == [], f"an idle IOC wrote {idle}"
+
+    # A short acquisition: a started line and an ended line, with its frames and rate.
+    ioc.ctx.put(P + "cam1:Acquire", 1, wait=True, timeout=10)
+    assert ioc.ctx.get(P + "cam1:ArrayCounter_RBV") == 5
+    ioc.wait_line(r"^SIM1: acquisition started$")
+    ended = ioc.wait_line(r"^SIM1: acquisition ended")
+    m = re.fullmatch(r"SIM1: acquisition ended: 5 frames in ([\d.]+) s \(([\d.]+) frames/s\)", ended)
+    assert m, ended
+    secs, rate = float(m.group(1)), float(m.group(2))
+    assert 0.05 < secs < 5.0 and rate == pytest.approx(5 / secs, rel=0.05)
+
+    # JPG1's first drop, with its reason, once; the rest (if any came later) in one summary.
+    ioc.wait_line(r"^JPG1: dropping frames: unsupported input")
+    time.sleep(1.5)  # one tick of the run loop: later drops are summarised once idle
+    during = ioc.lines()[len(before):]
+    first = [l for l in during if l.startswith("JPG1: dropping frames")]
+    assert len(first) == 1, during
+    counted = int(re.search(r"unsupported input \((\d+)\)", first[0]).group(1))
+    for l in during:
+        m = re.fullmatch(r"JPG1: (\d+) more frames dropped \(unsupported input (\d+)\)", l)
+        if m:
+            counted += int(m.group(1))
+    assert counted == 5, during
+    # Nothing else: no status line, no per-frame lines, STATS1 dropped nothing.
+    assert len(during) <= 4, during
+    assert not any("frames/s |" in l or "STATS1" in l for l in during), during
+
+    # A clean stop writes the summary: uptime, frames per driver, drops per plugin.
+    assert ioc.interrupt() == 0
+    out = ioc.lines()
+    tail = out[out.index(next(l for l in out if l.startswith("summary: up "))):]
+    assert tail[0].startswith("summary: up ") and len(tail[0]) > len("summary: up "), tail
+    assert "summary: SIM1: 5 frames, 1 acquisition" in tail
+    assert "summary: JPG1: 5 frames dropped (unsupported input 5)" in tail
+    assert not any("STATS1" in l for l in tail), tail
+
+
+def test_log_level_pv_changes_the_filter_while_running(ioc):
+    ioc.wait_served()
+    ctx = ioc.ctx
+    level = ctx.get(P + "NDFLOW:LogLevel_RBV")
+    assert list(level.raw.value.choices) == ["error", "warn", "info", "debug", "trace"]
+    assert level.raw.value.index == 1  # NDFLOW_LOG=warn
+
+    # At warn, puts are not logged.
+    ctx.put(P + "cam1:AcquireTime", 0.002, wait=True)
+    time.sleep(0.3)
+    assert "cam1:AcquireTime" not in ioc.text()
+
+    ctx.put(P + "NDFLOW:LogLevel", "debug", wait=True)
+    assert ctx.get(P + "NDFLOW:LogLevel_RBV").raw.value.index == 3
+    ioc.wait_line(r"INFO.*log level is now debug")
+    ctx.put(P + "cam1:AcquireTime", 0.003, wait=True)
+    ioc.wait_line(r"DEBUG.*put " + re.escape(P) + r"cam1:AcquireTime = 0\.003 by ")
+
+    # Not a level: refused, the filter and the readback unchanged.
+    with pytest.raises(Exception):
+        ctx.put(P + "NDFLOW:LogLevel", "loud", wait=True)
+    assert ctx.get(P + "NDFLOW:LogLevel_RBV").raw.value.index == 3
+
+    # Back to warn, over Channel Access this time: puts are no longer logged.
+    out = ca_client(
+        ioc,
+        """
+        assert epics.caput(P + "NDFLOW:LogLevel", "warn", wait=True, timeout=5) == 1
+        out["rbv"] = epics.caget(P + "NDFLOW:LogLevel_RBV", as_string=True)
+        out["rtyp"] = epics.caget(P + "NDFLOW:LogLevel.RTYP")
+        """,
+    )
+    assert out == {"rbv": "warn", "rtyp": "mbbo"}
+    assert ctx.get(P + "NDFLOW:LogLevel_RBV").raw.value.index == 1
+    ctx.put(P + "cam1:AcquireTime", 0.004, wait=True)
+    time.sleep(0.3)
+    assert "AcquireTime = 0.004" not in ioc.text()
+
+
+@pytest.mark.parametrize("status", [False, True])
+def test_status_line_only_on_a_terminal_or_with_status(ndflow_bin, tmp_path, status):
+    cfg = tmp_path / "ioc.toml"
+    cfg.write_text(CONFIG)
+    args = [str(ndflow_bin), "run", str(cfg), "--until-idle", "--no-pva", "--no-ca",
+            "--set", "SIM1.Acquire=1"]
+    p = subprocess.run(args + (["--status"] if status else []), env=process_env(NDFLOW_LOG="warn"),
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    lines = p.stderr.splitlines()
+    status_lines = [l for l in lines if re.match(r"\[ *[\d.]+s\] SIM1 5 frames \|", l)]
+    assert len(status_lines) == (1 if status else 0), lines
+    # State changes and the summary either way.
+    assert "SIM1: acquisition started" in lines
+    assert any(l.startswith("SIM1: acquisition ended: 5 frames in ") for l in lines), lines
+    assert "summary: SIM1: 5 frames, 1 acquisition" in lines
+    assert "\x1b" not in p.stderr  # no terminal control codes in a file
+
+
+def test_quiet_and_status_conflict(ndflow_bin, tmp_path):
+    cfg = tmp_path / "ioc.toml"
+    cfg.write_text(CONFIG)
+    p = subprocess.run([str(ndflow_bin), "run", str(cfg), "--quiet", "--status"],
+                       env=process_env(), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 2 and "--status" in p.stderr
+
+
+# pyepics runs in a subprocess: libca reads its environment once, when first loaded.
+CLIENT = r'''
+import json, sys
+import epics
+P = sys.argv[1]
+out = {}
+exec(sys.stdin.read())
+print("RESULT " + json.dumps(out))
+'''
+
+
+def ca_client(ioc, code):
+    require("epics")
+    env = dict(os.environ)
+    env.update(ca_client_env(ioc.ca_port, ioc.ca_repeater))
+    p = subprocess.run(
+        [sys.executable, "-c", CLIENT, P],
+        input=textwrap.dedent(code),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
+    assert p.returncode == 0 and lines, f"client failed:\n{p.stdout}\n{p.stderr}\n{ioc.text()}"
+    import json
+
+    return json.loads(lines[-1][len("RESULT "):])
