@@ -1,4 +1,4 @@
-//! `ndflow`: the IOC command line (run, check, demo, vds, pv, params) and `ndflow bench`
+//! `ndflow`: the IOC command line (run, check, demo, vds, pv, ca, params) and `ndflow bench`
 //! (ndflow-bench's [`ndflow_bench::cli`]).
 
 use std::path::PathBuf;
@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use ndflow::config::parse_setting;
-use ndflow::{ioc, pv_cmd, reference, registry, vds};
+use ndflow::{ca_cmd, cli_fmt, ioc, pv_cmd, reference, registry, vds};
 
 #[derive(Parser)]
 #[command(
@@ -118,6 +118,12 @@ enum Cmd {
         #[command(subcommand)]
         op: PvCmd,
     },
+    /// Read, write or monitor PVs over Channel Access (servers found as by libca:
+    /// EPICS_CA_ADDR_LIST, EPICS_CA_AUTO_ADDR_LIST, EPICS_CA_NAME_SERVERS, EPICS_CA_SERVER_PORT).
+    Ca {
+        #[command(subcommand)]
+        op: CaCmd,
+    },
     /// Print the parameters of a port type (or of all, as Markdown with --markdown).
     Params {
         /// A port type, e.g. `sim` or `hdf5`. Without one, every type is listed (with
@@ -134,12 +140,16 @@ enum Cmd {
 
 #[derive(Subcommand)]
 enum PvCmd {
-    /// Print `NAME VALUE` for each PV (enums as their choice, arrays as their length).
+    /// Print `NAME VALUE` for each PV (enums as their choice, arrays as `COUNT [first
+    /// elements]`).
     Get {
         #[arg(required = true)]
         names: Vec<String>,
         #[arg(long, default_value_t = 5.0)]
         timeout: f64,
+        /// Array elements printed.
+        #[arg(short = 'n', value_name = "N", default_value_t = cli_fmt::DEFAULT_ELEMENTS)]
+        elements: usize,
     },
     /// Write a value (a number, or text such as an enum's choice).
     Put {
@@ -154,6 +164,63 @@ enum PvCmd {
         value: String,
         #[arg(long, default_value_t = 30.0)]
         timeout: f64,
+    },
+    /// Print `NAME TIMESTAMP VALUE` for every update (the current value first) until Ctrl-C.
+    Monitor {
+        #[arg(required = true)]
+        names: Vec<String>,
+        /// Exit after N updates (lines, all PVs together).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        count: Option<u64>,
+        /// Seconds to find each PV.
+        #[arg(long, default_value_t = 5.0)]
+        timeout: f64,
+        /// Array elements printed.
+        #[arg(short = 'n', value_name = "N", default_value_t = cli_fmt::DEFAULT_ELEMENTS)]
+        elements: usize,
+    },
+}
+
+#[derive(Subcommand)]
+enum CaCmd {
+    /// Print `NAME VALUE` for each PV: enums as their strings, char waveforms holding text
+    /// (FilePath, FileName, …) as the text, arrays as `COUNT [first elements]`.
+    Get {
+        #[arg(required = true)]
+        names: Vec<String>,
+        #[arg(long, default_value_t = 5.0)]
+        timeout: f64,
+        /// Array elements printed.
+        #[arg(short = 'n', value_name = "N", default_value_t = cli_fmt::DEFAULT_ELEMENTS)]
+        elements: usize,
+    },
+    /// Write a value: an enum's string or index, text into a char waveform, numbers (an
+    /// array's separated by spaces or commas).
+    Put {
+        name: String,
+        #[arg(allow_hyphen_values = true)]
+        value: String,
+        /// Wait for completion: a busy record (Acquire, Capture) returns when its operation
+        /// has ended (within --timeout). Without it the put returns once applied and leaves
+        /// such an operation running.
+        #[arg(long, short = 'c')]
+        wait: bool,
+        #[arg(long, default_value_t = 5.0)]
+        timeout: f64,
+    },
+    /// Print `NAME TIMESTAMP VALUE` for every update (the current value first) until Ctrl-C.
+    Monitor {
+        #[arg(required = true)]
+        names: Vec<String>,
+        /// Exit after N updates (lines, all PVs together).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        count: Option<u64>,
+        /// Seconds to find each PV.
+        #[arg(long, default_value_t = 5.0)]
+        timeout: f64,
+        /// Array elements printed.
+        #[arg(short = 'n', value_name = "N", default_value_t = cli_fmt::DEFAULT_ELEMENTS)]
+        elements: usize,
     },
 }
 
@@ -295,7 +362,11 @@ fn main() -> ExitCode {
             quiet,
         }),
         Cmd::Pv { op } => match op {
-            PvCmd::Get { names, timeout } => pv_cmd::get(&names, timeout),
+            PvCmd::Get {
+                names,
+                timeout,
+                elements,
+            } => pv_cmd::get(&names, timeout, elements),
             PvCmd::Put {
                 name,
                 value,
@@ -306,6 +377,39 @@ fn main() -> ExitCode {
                 value,
                 timeout,
             } => pv_cmd::wait(&name, &value, timeout),
+            PvCmd::Monitor {
+                names,
+                count,
+                timeout,
+                elements,
+            } => pv_cmd::monitor(&names, count, timeout, elements),
+        },
+        Cmd::Ca { op } => match op {
+            CaCmd::Get {
+                names,
+                timeout,
+                elements,
+            } => ca_cmd::get(&names, ca_cmd::Opts { timeout, elements }),
+            CaCmd::Put {
+                name,
+                value,
+                wait,
+                timeout,
+            } => ca_cmd::put(
+                &name,
+                &value,
+                wait,
+                ca_cmd::Opts {
+                    timeout,
+                    ..ca_cmd::Opts::default()
+                },
+            ),
+            CaCmd::Monitor {
+                names,
+                count,
+                timeout,
+                elements,
+            } => ca_cmd::monitor(&names, count, ca_cmd::Opts { timeout, elements }),
         },
         Cmd::Params {
             type_name,

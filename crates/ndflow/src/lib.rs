@@ -5,14 +5,17 @@
 //! over pvAccess ([`pva`]) and Channel Access ([`ca`]) under the config's access rules
 //! ([`access`]); [`ioc::run`] runs it, printing state changes ([`events`]) or a live status
 //! line ([`status`]), with the log level a PV ([`logging`]), and writes the JSON summary.
-//! [`vds`] joins the files of several writers, [`pv_cmd`] is the scripts' pvAccess client and
-//! [`reference`] prints the parameter tables.
+//! [`vds`] joins the files of several writers, [`pv_cmd`] and [`ca_cmd`] are the scripts'
+//! pvAccess and Channel Access clients (printing through [`cli_fmt`]) and [`reference`] prints
+//! the parameter tables.
 //!
 //! The `ndflow` command is the `ndflow-cli` package; the benchmarks are `ndflow-bench`, kept
 //! out of this library so that what links it (the Python package) carries none of them.
 
 pub mod access;
 pub mod ca;
+pub mod ca_cmd;
+pub mod cli_fmt;
 pub mod config;
 pub mod events;
 pub mod ioc;
