@@ -52,6 +52,11 @@ enum Cmd {
         /// value, PORT.KEY='"007"', stays a string).
         #[arg(long, value_name = "PORT.KEY=VALUE", value_parser = parse_setting)]
         set: Vec<(String, String, String)>,
+        /// Whom the pvAccess and Channel Access servers serve: `local` (this host only, the
+        /// default), `all` / `0.0.0.0` (every interface), or interface addresses. Overrides
+        /// the config's `listen` and EPICS_PVAS_INTF_ADDR_LIST / EPICS_CAS_INTF_ADDR_LIST.
+        #[arg(long, value_name = "local|all|ADDR", value_parser = parse_listen)]
+        listen: Option<ndflow_net::Listen>,
     },
     /// Validate a config file (with the same --prefix/--set as `run`): builds every port and
     /// PV name without acquiring or serving, and prints what it holds.
@@ -224,6 +229,10 @@ enum CaCmd {
     },
 }
 
+fn parse_listen(s: &str) -> Result<ndflow_net::Listen, String> {
+    ndflow_net::Listen::parse(s).map_err(|e| e.to_string())
+}
+
 fn read_config(path: &std::path::Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
@@ -285,6 +294,7 @@ fn main() -> ExitCode {
             no_ca,
             prefix,
             set,
+            listen,
         } => read_config(&config).and_then(|text| {
             ioc::run(
                 &text,
@@ -300,6 +310,7 @@ fn main() -> ExitCode {
                     no_ca,
                     prefix,
                     sets: set,
+                    listen,
                 },
             )
         }),
@@ -337,6 +348,7 @@ fn main() -> ExitCode {
                 no_ca: !ca,
                 prefix: None,
                 sets: Vec::new(),
+                listen: None,
             },
         ),
         Cmd::Bench { which } => ndflow_bench::cli::run(which),

@@ -11,9 +11,9 @@
 
 use std::sync::Arc;
 
-use ndflow_net::Listen;
 use ndflow_ca::{Access, CaPv, CaValue, NativeType, PvMeta, PvProvider, Server, ServerConfig};
 use ndflow_core::{DataType, ParamDef, ParamKind, ParamValue, RecordHint};
+use ndflow_net::Listen;
 
 use crate::access::Rights;
 use crate::pvdir::{ClientInfo, PvDirectory, RecordType};
@@ -64,9 +64,10 @@ impl CaService {
     pub fn where_text(&self) -> String {
         match &self.server {
             Some(s) => format!(
-                "Channel Access {} PVs tcp {} udp {}",
+                "Channel Access {} PVs tcp {}{} udp {}",
                 self.provider.pvs.len(),
                 s.tcp_addr(),
+                crate::serve::taken_text(s.tcp_port_taken()),
                 s.udp_addr().port()
             ),
             None => "Channel Access off".into(),

@@ -42,6 +42,8 @@ pub struct RunOptions {
     pub prefix: Option<String>,
     /// `--set PORT.KEY=VALUE` overrides, applied in order.
     pub sets: Vec<(String, String, String)>,
+    /// `--listen`: whom to serve, over the config's `listen` and the EPICS variables.
+    pub listen: Option<ndflow_net::Listen>,
 }
 
 /// The embedded demo pipeline, acquiring `frames` frames.
@@ -102,13 +104,13 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
             prefix: &cfg.prefix,
             port_prefixes: &port_prefixes,
             access: cfg.access.clone(),
+            listen: opts.listen.clone().or_else(|| cfg.listen.clone()),
         },
         &[logging::ioc_port(opts.log.as_ref())],
     )?;
-    if !opts.quiet {
-        for line in servers.describe() {
-            eprintln!("{line}");
-        }
+    // Always, quiet or not: where the IOC can be reached is what a user needs first.
+    if let Some(line) = servers.banner() {
+        eprintln!("{line}");
     }
     // A second Ctrl-C while stopping exits at once. The first wakes the loop below, as does
     // the start or end of an acquisition; otherwise it sleeps a second (20 ms with
