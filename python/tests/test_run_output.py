@@ -290,3 +290,31 @@ def ca_client(ioc, code):
     import json
 
     return json.loads(lines[-1][len("RESULT "):])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_systemd_stop_signals_stop_cleanly(ndflow_bin, tmp_path, sig):
+    """SIGTERM (systemd's stop) and SIGHUP stop the IOC as Ctrl-C does: exit 0, summary."""
+    from netenv import free_tcp_port, free_udp_port
+
+    cfg = tmp_path / "ioc.toml"
+    cfg.write_text(CONFIG)
+    log = tmp_path / "out.log"
+    env = process_env(EPICS_PVA_SERVER_PORT=str(free_tcp_port()), EPICS_PVA_BROADCAST_PORT=str(free_udp_port()))
+    with open(log, "w") as f:
+        p = subprocess.Popen([str(ndflow_bin), "run", str(cfg), "--no-ca"], env=env,
+                             stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 20
+        # The banner comes after the signal handlers are installed.
+        while "serving " not in log.read_text():
+            assert time.time() < deadline and p.poll() is None, log.read_text()
+            time.sleep(0.05)
+        p.send_signal(sig)
+        assert p.wait(timeout=20) == 0, log.read_text()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=5)
+    text = log.read_text()
+    assert "summary: up " in text, text

@@ -108,19 +108,20 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
         },
         &[logging::ioc_port(opts.log.as_ref())],
     )?;
-    // Always, quiet or not: where the IOC can be reached is what a user needs first.
-    if let Some(line) = servers.banner() {
-        eprintln!("{line}");
-    }
-    // A second Ctrl-C while stopping exits at once. The first wakes the loop below, as does
-    // the start or end of an acquisition; otherwise it sleeps a second (20 ms with
-    // --until-idle, to notice idle) and, while idle, prints nothing.
+    // A second Ctrl-C (or SIGTERM, SIGHUP) while stopping exits at once. The first wakes the
+    // loop below, as does the start or end of an acquisition; otherwise it sleeps a second
+    // (20 ms with --until-idle, to notice idle) and, while idle, prints nothing.
     let _ = ctrlc::set_handler(move || {
         if STOP.swap(true, Ordering::SeqCst) {
             std::process::exit(130);
         }
         let _ = stop_tx.try_send(());
     });
+    // Always, quiet or not: where the IOC can be reached is what a user needs first. Printed
+    // once a stop signal is handled, so a supervisor seeing it may stop the IOC cleanly.
+    if let Some(line) = servers.banner() {
+        eprintln!("{line}");
+    }
     let show_status = show_status_line(opts.quiet, opts.status);
     let mut status = StatusLine::new();
     let started = Instant::now();

@@ -368,7 +368,8 @@ mod tests {
             let name = format!("{IOC_PREFIX}{pv}");
             assert!(names.contains(&name), "{name} missing");
         }
-        let ports = ["cam1:", "image1:", "Stats1:", "ROI1:"];
+        // The ports' PVs, and the IOC's own (NDFLOW:LogLevel).
+        let ports = ["cam1:", "image1:", "Stats1:", "ROI1:", "NDFLOW:"];
         for n in &names {
             let rest = n.strip_prefix(IOC_PREFIX).unwrap_or_default();
             assert!(ports.iter().any(|p| rest.starts_with(p)), "{n}");
