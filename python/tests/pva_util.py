@@ -45,7 +45,7 @@ def build_pva_serve():
     if "PVA_SERVE_BIN" in os.environ:
         return pathlib.Path(os.environ["PVA_SERVE_BIN"])
     subprocess.run(
-        ["cargo", "build", "--release", "-p", "ndflow-pva", "--example", "pva_serve"],
+        ["cargo", "build", "--release", "--workspace", "--example", "pva_serve"],
         cwd=ROOT,
         check=True,
     )

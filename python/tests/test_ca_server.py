@@ -3,7 +3,7 @@
 Runs the Rust example `ca_serve` on free loopback ports (TCP and UDP on one port number, a
 separate free EPICS_CA_REPEATER_PORT, the loopback variables of netenv.py). The binary is
 `CA_SERVE_BIN` if set, else built once per session with
-`cargo build --release -p ndflow-ca --example ca_serve` and taken from
+`cargo build --release --workspace --example ca_serve` and taken from
 `$CARGO_TARGET_DIR/release/examples` (default `<repo>/target/release/examples`).
 
 Each client check runs in a subprocess with its own environment, so libca's context (which
@@ -31,7 +31,7 @@ def build_ca_serve():
     if "CA_SERVE_BIN" in os.environ:
         return os.environ["CA_SERVE_BIN"]
     subprocess.run(
-        ["cargo", "build", "--release", "-p", "ndflow-ca", "--example", "ca_serve"],
+        ["cargo", "build", "--release", "--workspace", "--example", "ca_serve"],
         cwd=ROOT,
         check=True,
     )

@@ -45,7 +45,7 @@ def _build_cli():
     if "BLOSC_JPEG_CLI" in os.environ:
         return pathlib.Path(os.environ["BLOSC_JPEG_CLI"])
     subprocess.run(
-        ["cargo", "build", "--release", "-p", "ndflow-codec", "--example", "blosc_jpeg_cli"],
+        ["cargo", "build", "--release", "--workspace", "--example", "blosc_jpeg_cli"],
         cwd=ROOT,
         check=True,
     )

@@ -35,7 +35,7 @@ def _target_dir():
 @pytest.fixture(scope="session")
 def cli():
     subprocess.run(
-        ["cargo", "build", "--release", "-p", "ndflow-codec", "--example", "codec_cli"],
+        ["cargo", "build", "--release", "--workspace", "--example", "codec_cli"],
         cwd=ROOT,
         check=True,
     )

@@ -24,7 +24,7 @@ ATTRS = "/entry/instrument/NDAttributes"
 def build_hdf5_write():
     target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
     subprocess.run(
-        ["cargo", "build", "--release", "-p", "ndflow-io", "--example", "hdf5_write"],
+        ["cargo", "build", "--release", "--workspace", "--example", "hdf5_write"],
         cwd=ROOT,
         check=True,
     )

@@ -22,7 +22,7 @@ def scan_exe():
         return os.environ["NDFLOW_HDF5_SCAN"]
     target = os.environ.get("CARGO_TARGET_DIR", str(ROOT / "target"))
     subprocess.run(
-        ["cargo", "build", "--release", "-p", "ndflow-io", "--example", "hdf5_scan"],
+        ["cargo", "build", "--release", "--workspace", "--example", "hdf5_scan"],
         cwd=ROOT,
         check=True,
     )

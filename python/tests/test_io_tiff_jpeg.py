@@ -23,7 +23,7 @@ TYPES = ND_TYPES
 def io_write():
     target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
     subprocess.run(
-        ["cargo", "build", "--release", "-p", "ndflow-io", "--example", "io_write"],
+        ["cargo", "build", "--release", "--workspace", "--example", "io_write"],
         cwd=ROOT,
         check=True,
     )

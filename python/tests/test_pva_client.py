@@ -34,13 +34,13 @@ def example(name):
     p = find_example(name)
     if p is None:
         subprocess.run(
-            ["cargo", "build", "--release", "-p", "ndflow-pva", "--example", name],
+            ["cargo", "build", "--release", "--workspace", "--example", name],
             cwd=ROOT,
             check=True,
         )
         p = find_example(name)
     if p is None:
-        pytest.fail(f"{name} could not be built (cargo build --release -p ndflow-pva --example {name})")
+        pytest.fail(f"{name} could not be built (cargo build --release --workspace --example {name})")
     return p
 
 
