@@ -1,7 +1,7 @@
 //! `pva_get NAME [--request "field(value)"] [--timeout SECONDS] [--type]`
 //!
 //! Reads one pvAccess channel and prints its value tree (`--type`: its type). Configured from the
-//! EPICS_PVA_* environment like pvget; in tests source shared/loopback.env first.
+//! EPICS_PVA_* environment like pvget; in tests source scripts/loopback.env first.
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! uniqueId, dimensions and value size, otherwise its `value` field. Stops after `--count`
 //! updates (default: never) and exits non-zero when no update arrives within `--timeout`
 //! (default 10 s). Configured from the EPICS_PVA_* environment; in tests source
-//! shared/loopback.env first.
+//! scripts/loopback.env first.
 
 use std::process::ExitCode;
 use std::time::Duration;
