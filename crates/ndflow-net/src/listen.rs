@@ -3,7 +3,7 @@
 //! standard EPICS_PVAS_INTF_ADDR_LIST / EPICS_CAS_INTF_ADDR_LIST.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use crate::ifaces;
 use crate::LOCAL_GROUP;
@@ -118,6 +118,40 @@ impl Listen {
                     || ifaces::is_broadcast(dst)
             }
         }
+    }
+
+    /// Where a server's beacons go now: the configured `list` (serving this host only, just
+    /// its local addresses), then, with `auto`, `local_auto` when serving this host only, else
+    /// every interface's broadcast address at `port`. Looked up at each beacon: interfaces
+    /// come and go.
+    pub fn beacon_destinations(
+        &self,
+        list: &[SocketAddr],
+        auto: bool,
+        port: u16,
+        local_auto: SocketAddr,
+    ) -> Vec<SocketAddr> {
+        let local = self.is_local();
+        let mut v: Vec<SocketAddr> = list
+            .iter()
+            .copied()
+            // Port 0 (an ephemeral port copied into the list) names nobody.
+            .filter(|a| a.port() != 0 && (!local || ifaces::is_local(a.ip())))
+            .collect();
+        if auto && port != 0 {
+            if local {
+                v.push(local_auto);
+            } else {
+                v.extend(
+                    ifaces::broadcast_addrs()
+                        .into_iter()
+                        .map(|b| SocketAddr::from((b, port))),
+                );
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        v.retain(|a| seen.insert(*a));
+        v
     }
 
     /// Whether a reply may go to `ip` (a search names where its reply goes: a server serving

@@ -170,27 +170,12 @@ impl ServerConfig {
     /// plus the automatic destinations — the local repeater, or every interface's broadcast
     /// address when serving other hosts.
     pub fn beacon_destinations(&self) -> Vec<SocketAddr> {
-        let local = self.listen.is_local();
-        let mut v: Vec<SocketAddr> = self
-            .beacon_addrs
-            .iter()
-            .copied()
-            .filter(|a| a.port() != 0 && (!local || ndflow_net::ifaces::is_local(a.ip())))
-            .collect();
-        if self.auto_beacon && self.beacon_port != 0 {
-            if local {
-                v.push(SocketAddr::from((Ipv4Addr::LOCALHOST, self.beacon_port)));
-            } else {
-                v.extend(
-                    ndflow_net::ifaces::broadcast_addrs()
-                        .into_iter()
-                        .map(|b| SocketAddr::from((b, self.beacon_port))),
-                );
-            }
-        }
-        let mut seen = std::collections::HashSet::new();
-        v.retain(|a| seen.insert(*a));
-        v
+        self.listen.beacon_destinations(
+            &self.beacon_addrs,
+            self.auto_beacon,
+            self.beacon_port,
+            SocketAddr::from((Ipv4Addr::LOCALHOST, self.beacon_port)),
+        )
     }
 }
 

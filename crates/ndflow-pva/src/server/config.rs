@@ -145,28 +145,12 @@ impl ServerConfig {
     /// Where beacons go now: the list (only local addresses when serving this host only),
     /// plus the automatic destinations.
     pub fn beacon_destinations(&self) -> Vec<SocketAddr> {
-        let local = self.listen.is_local();
-        let mut v: Vec<SocketAddr> = self
-            .beacon_addrs
-            .iter()
-            .copied()
-            // Port 0 (an ephemeral search port copied into the list) names nobody.
-            .filter(|a| a.port() != 0 && (!local || ndflow_net::ifaces::is_local(a.ip())))
-            .collect();
-        if self.auto_beacon && self.udp_port != 0 {
-            if local {
-                v.push(SocketAddr::from((ndflow_net::LOCAL_GROUP, self.udp_port)));
-            } else {
-                v.extend(
-                    ndflow_net::ifaces::broadcast_addrs()
-                        .into_iter()
-                        .map(|b| SocketAddr::from((b, self.udp_port))),
-                );
-            }
-        }
-        let mut seen = std::collections::HashSet::new();
-        v.retain(|a| seen.insert(*a));
-        v
+        self.listen.beacon_destinations(
+            &self.beacon_addrs,
+            self.auto_beacon,
+            self.udp_port,
+            SocketAddr::from((ndflow_net::LOCAL_GROUP, self.udp_port)),
+        )
     }
 }
 
