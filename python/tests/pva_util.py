@@ -116,9 +116,10 @@ def pattern(type_name, n, uid):
 class NdflowIoc:
     """`ndflow run CONFIG` serving its PVs on free loopback ports, with p4p contexts that talk
     to it (`ctx` unwraps normative types, `raw` does not). Stop with `close()` (SIGTERM: the IOC
-    stops acquisition, drains and exits)."""
+    stops acquisition, drains and exits). `quiet=False` leaves out `--quiet`; the output goes to
+    `ioc.log` in `tmp` either way (not a terminal)."""
 
-    def __init__(self, ndflow_bin, tmp, config, extra_env=None, args=()):
+    def __init__(self, ndflow_bin, tmp, config, extra_env=None, args=(), quiet=True):
         import time
 
         from p4p.client.thread import Context
@@ -136,9 +137,14 @@ class NdflowIoc:
         )
         ports.update(extra_env or {})
         env = process_env(**ports)
-        self.log = open(pathlib.Path(tmp) / "ioc.log", "w+")
+        self.log_path = pathlib.Path(tmp) / "ioc.log"
+        self.log = open(self.log_path, "w+")
         self.proc = subprocess.Popen(
-            [str(ndflow_bin), "run", str(cfg), "--quiet", *args], env=env, stdout=self.log, stderr=subprocess.STDOUT
+            [str(ndflow_bin), "run", str(cfg), *(["--quiet"] if quiet else []), *args],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
         )
         self.tcp_port = tcp
         self.conf = pva_client_conf(tcp, udp)

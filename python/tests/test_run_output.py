@@ -10,7 +10,6 @@ Loopback only: the IOC and its clients get netenv.py's loopback variables and fr
 """
 
 import os
-import pathlib
 import re
 import signal
 import subprocess
@@ -20,15 +19,8 @@ import time
 
 import pytest
 from interop import require
-from netenv import (
-    ca_client_env,
-    free_tcp_port,
-    free_tcp_udp_port,
-    free_udp_port,
-    process_env,
-    pva_client_conf,
-    pva_server_env,
-)
+from pva_util import NdflowIoc
+from netenv import ca_client_env, free_tcp_port, free_udp_port, process_env
 
 P = "OUT13:"
 
@@ -69,29 +61,10 @@ class Ioc:
     loopback ports; `ctx` is a p4p context that talks to it."""
 
     def __init__(self, ndflow_bin, tmp, log_filter="warn"):
-        from p4p.client.thread import Context
-
-        cfg = pathlib.Path(tmp) / "ioc.toml"
-        cfg.write_text(CONFIG)
-        tcp, udp = free_tcp_port(), free_udp_port()
-        self.ca_port, self.ca_repeater = free_tcp_udp_port(), free_udp_port()
-        env = pva_server_env(tcp, udp)
-        env.update(
-            EPICS_CA_SERVER_PORT=str(self.ca_port),
-            EPICS_CAS_SERVER_PORT=str(self.ca_port),
-            EPICS_CA_REPEATER_PORT=str(self.ca_repeater),
-            NDFLOW_LOG=log_filter,
-        )
-        self.path = pathlib.Path(tmp) / "ioc.log"
-        self.log = open(self.path, "w")
-        self.proc = subprocess.Popen(
-            [str(ndflow_bin), "run", str(cfg)],
-            env=process_env(**env),
-            stdin=subprocess.DEVNULL,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        self.ctx = Context("pva", conf=pva_client_conf(tcp, udp), useenv=False)
+        ioc = NdflowIoc(ndflow_bin, tmp, CONFIG, extra_env={"NDFLOW_LOG": log_filter}, quiet=False)
+        ioc.raw.close()
+        self.ioc, self.proc, self.ctx, self.path, self.log = ioc, ioc.proc, ioc.ctx, ioc.log_path, ioc.log
+        self.ca_port, self.ca_repeater = ioc.ca_port, ioc.ca_repeater
 
     def text(self):
         return self.path.read_text()
@@ -295,8 +268,6 @@ def ca_client(ioc, code):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_systemd_stop_signals_stop_cleanly(ndflow_bin, tmp_path, sig):
     """SIGTERM (systemd's stop) and SIGHUP stop the IOC as Ctrl-C does: exit 0, summary."""
-    from netenv import free_tcp_port, free_udp_port
-
     cfg = tmp_path / "ioc.toml"
     cfg.write_text(CONFIG)
     log = tmp_path / "out.log"
