@@ -42,6 +42,7 @@ PORTS = [
     ("tiff", "TIFF1:", FILE + ["NDFileTIFF"], ""),
     ("jpeg", "JPEG1:", FILE + ["NDFileJPEG"], ""),
     ("hdf5", "HDF1:", FILE + ["NDFileHDF5"], ""),
+    ("null", "Null1:", FILE, ""),
     ("transform", "Trans1:", PLUGIN + ["NDTransform"], ""),
     ("colorconvert", "CC1:", PLUGIN + ["NDColorConvert"], ""),
     ("badpixel", "BadPix1:", PLUGIN + ["NDBadPixel"], ""),

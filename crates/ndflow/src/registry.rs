@@ -26,6 +26,7 @@ pub const TYPES: &[&PortType] = &[
     &ndflow_io::tiff::PORT,
     &ndflow_io::hdf5::PORT,
     &ndflow_io::jpeg::PORT,
+    &ndflow_io::null::PORT,
     &transform::PORT,
     &color_convert::PORT,
     &bad_pixel::PORT,
