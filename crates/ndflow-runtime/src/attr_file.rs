@@ -14,14 +14,21 @@
 //! (`AcquireTime`) or areaDetector drvInfo string (`ACQ_TIME`). EPICS_PV values come from a
 //! [`PvReader`] (the IOC installs one that reads its own PVs in process and others over
 //! pvAccess or Channel Access) and stay undefined until connected.
-//! FUNCT attributes call compiled C functions in areaDetector; ndflow cannot load those and
-//! says so in `NDAttributesStatus`'s message instead of silently skipping them.
+//! PARAM's optional `addr="N"` reads the parameter of address N (areaDetector's asyn address,
+//! counted from 0), ndflow's `N+1:` record (ROIStat's `1:Total` is address 0); without `addr`,
+//! or where address 0 has no `1:` record, the port's own parameter.
+//! FUNCT attributes call compiled C functions in areaDetector; ndflow offers a fixed set of
+//! built-in functions instead, chosen by `source` ([`crate::attr_funct::FUNCTIONS`]: wall
+//! time, epoch seconds, host name, process id, uniqueId, a constant, an expression over other
+//! attributes). An entry naming another function is skipped with a warning
+//! ([`AttributeList::warnings`]) and the rest of the file loads.
 
 use std::sync::Arc;
 
 use ndflow_core::{AttrValue, NDArray, NDAttribute, ParamKind, ParamStore, ParamValue, SourceType};
 use parking_lot::{Mutex, RwLock};
 
+use crate::attr_funct::{Funct, FunctError, FUNCTIONS};
 use crate::port_params::ArrayBaseParams;
 
 /// The latest value of a watched PV, written by the reader's monitor.
@@ -76,7 +83,7 @@ impl LoadError {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Want {
+pub(crate) enum Want {
     Int,
     Double,
     String,
@@ -88,6 +95,7 @@ enum Source {
     Param { idx: usize, want: Want },
     Const(AttrValue),
     Pv(PvSource),
+    Funct(Funct, Want),
 }
 
 struct Spec {
@@ -101,6 +109,7 @@ struct Spec {
 /// A loaded list, ready to attach.
 pub struct AttributeList {
     specs: Vec<Spec>,
+    warnings: Vec<String>,
 }
 
 impl AttributeList {
@@ -122,6 +131,7 @@ impl AttributeList {
             )));
         }
         let mut specs = Vec::new();
+        let mut warnings = Vec::new();
         for (n, node) in root
             .children()
             .filter(|c| c.is_element() && c.tag_name().name() == "Attribute")
@@ -148,10 +158,7 @@ impl AttributeList {
             };
             let (source_type, from) = match at("type").to_ascii_uppercase().as_str() {
                 "PARAM" => {
-                    let idx = params
-                        .index(&source)
-                        .or_else(|| drv_info(&source).and_then(|p| params.index(p)))
-                        .ok_or_else(|| bad(format!("no parameter '{source}' on this port")))?;
+                    let idx = param_index(params, &source, node.attribute("addr")).map_err(bad)?;
                     (SourceType::Param, Source::Param { idx, want })
                 }
                 "CONST" => (SourceType::Const, Source::Const(constant(&source, want))),
@@ -165,12 +172,23 @@ impl AttributeList {
                     };
                     (SourceType::EpicsPv, Source::Pv(from))
                 }
-                "FUNCT" | "FUNCTION" => {
-                    return Err(bad(format!(
-                        "FUNCT attributes call compiled C functions ('{source}'), which ndflow \
-                         cannot load; use PARAM, EPICS_PV or CONST"
-                    )))
-                }
+                "FUNCT" | "FUNCTION" => match Funct::parse(&source, at("param")) {
+                    Ok(f) => (SourceType::Function, Source::Funct(f, want)),
+                    Err(FunctError::Bad(why)) => return Err(bad(why)),
+                    Err(FunctError::Unknown) => {
+                        warnings.push(format!(
+                            "Attribute #{} '{name}': FUNCT '{source}' is not a built-in function \
+                             ({}); skipped",
+                            n + 1,
+                            FUNCTIONS
+                                .iter()
+                                .map(|(f, _)| *f)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ));
+                        continue;
+                    }
+                },
                 other => {
                     return Err(bad(format!(
                         "type '{other}' is not PARAM, EPICS_PV, CONST or FUNCT"
@@ -185,7 +203,12 @@ impl AttributeList {
                 from,
             });
         }
-        Ok(AttributeList { specs })
+        Ok(AttributeList { specs, warnings })
+    }
+
+    /// What was skipped while loading (FUNCT entries naming an unknown function), one line each.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     pub fn len(&self) -> usize {
@@ -204,6 +227,7 @@ impl AttributeList {
                 Source::Pv(PvSource::Cell(cell)) => cell.lock().clone(),
                 Source::Pv(PvSource::Live(read)) => read(),
                 Source::Param { idx, want } => param_value(params, *idx, *want),
+                Source::Funct(f, want) => f.value(frame, *want),
             };
             let attr = NDAttribute {
                 name: s.name.clone(),
@@ -248,7 +272,12 @@ impl PortAttributes {
         } else {
             read_source(&file)
                 .and_then(|text| AttributeList::parse(&text, &macros, params, pvs))
-                .map(|l| Some(Arc::new(l)))
+                .map(|l| {
+                    for w in l.warnings() {
+                        tracing::warn!("NDAttributesFile '{}': {w}", short(&file));
+                    }
+                    Some(Arc::new(l))
+                })
         };
         let status = match loaded {
             Ok(list) => {
@@ -349,6 +378,31 @@ fn substitute(text: &str, macros: &[(String, String)]) -> Result<String, LoadErr
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// A PARAM source's index: the ndflow name or drvInfo string, at address `addr` when given.
+fn param_index(params: &ParamStore, source: &str, addr: Option<&str>) -> Result<usize, String> {
+    let find = |name: &str| {
+        params
+            .index(name)
+            .or_else(|| drv_info(name).and_then(|p| params.index(p)))
+    };
+    let Some(addr) = addr.map(str::trim).filter(|a| !a.is_empty()) else {
+        return find(source).ok_or_else(|| format!("no parameter '{source}' on this port"));
+    };
+    let n: usize = addr
+        .parse()
+        .map_err(|_| format!("addr '{addr}' is not an address (0, 1, ...)"))?;
+    let addressed = |name: &str| params.index(&format!("{}:{name}", n + 1));
+    addressed(source)
+        .or_else(|| drv_info(source).and_then(addressed))
+        .or_else(|| if n == 0 { find(source) } else { None })
+        .ok_or_else(|| {
+            format!(
+                "no parameter '{source}' at addr {n} on this port (its record would be '{}:{source}')",
+                n + 1
+            )
+        })
 }
 
 fn constant(source: &str, want: Want) -> AttrValue {

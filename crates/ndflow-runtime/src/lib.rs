@@ -16,6 +16,7 @@
 
 mod accounting;
 pub mod attr_file;
+pub mod attr_funct;
 pub mod driver;
 mod driver_port;
 mod graph;

@@ -160,8 +160,8 @@ fn bad_files_set_the_status_and_attach_nothing() {
         r#"<Attributes><Attribute name="F" type="FUNCT" source="myAttrFunct1"/></Attributes>"#;
     assert_eq!(
         status(funct, ""),
-        ParamValue::Int(2),
-        "FUNCT cannot be loaded"
+        ParamValue::Int(0),
+        "an unknown FUNCT is skipped with a warning (attr_funct.rs)"
     );
     let wrong_type = r#"<Attributes><Attribute name="T" type="PARAM" source="Gain" datatype="FLOAT"/></Attributes>"#;
     assert_eq!(status(wrong_type, ""), ParamValue::Int(2), "datatype");
