@@ -43,6 +43,7 @@ PORTS = [
     ("jpeg", "JPEG1:", FILE + ["NDFileJPEG"], ""),
     ("hdf5", "HDF1:", FILE + ["NDFileHDF5"], ""),
     ("null", "Null1:", FILE, ""),
+    ("magick", "Magick1:", FILE + ["NDFileMagick"], ""),
     ("transform", "Trans1:", PLUGIN + ["NDTransform"], ""),
     ("colorconvert", "CC1:", PLUGIN + ["NDColorConvert"], ""),
     ("badpixel", "BadPix1:", PLUGIN + ["NDBadPixel"], ""),

@@ -11,6 +11,8 @@
 //! - [`tiff`]: NDFileTIFF ([`TiffFilePlugin`]), all 10 types, Mono/RGB1/RGB2/RGB3, tags
 //!   65000-65003 and attributes as ASCII tags from 65010.
 //! - [`jpeg`]: NDFileJPEG ([`JpegFilePlugin`]), UInt8 Mono/RGB1, `JPEGQuality`.
+//! - [`magick`]: NDFileMagick ([`MagickFilePlugin`]), PNG/TIFF/BMP/GIF/JPEG by extension,
+//!   UInt8/UInt16 Mono/RGB, `Quality`, `BitDepth`, `CompressType`.
 //! - [`null`]: NDFileNull ([`NullFilePlugin`]), writes nothing; NDFile's modes and counters,
 //!   `DeleteDriverFile` removes the file a frame's `DriverFileName` attribute names.
 //! - [`hdf5`]: NDFileHDF5 ([`Hdf5FilePlugin`]), NeXus layout, filters registered in-process,
@@ -23,11 +25,13 @@
 pub mod file;
 pub mod hdf5;
 pub mod jpeg;
+pub mod magick;
 pub mod null;
 pub mod tiff;
 
 pub use file::{FileWriterPlugin, Format};
 pub use hdf5::{Hdf5FilePlugin, Hdf5Format};
 pub use jpeg::{JpegFilePlugin, JpegFormat};
+pub use magick::{MagickFilePlugin, MagickFormat};
 pub use null::{NullFilePlugin, NullFormat};
 pub use tiff::{TiffFilePlugin, TiffFormat};

@@ -27,6 +27,7 @@ pub const TYPES: &[&PortType] = &[
     &ndflow_io::hdf5::PORT,
     &ndflow_io::jpeg::PORT,
     &ndflow_io::null::PORT,
+    &ndflow_io::magick::PORT,
     &transform::PORT,
     &color_convert::PORT,
     &bad_pixel::PORT,
