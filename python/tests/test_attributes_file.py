@@ -125,9 +125,13 @@ NDAttributesFile = "{missing}"
     try:
         status = ioc.wait_for(P + "cam1:NDAttributesStatus", lambda v: v is not None)
         assert int(status) == 1, "File not found"
+        # An unknown FUNCT function is skipped with a warning; the rest of the file loads.
         ioc.ctx.put(P + "cam1:NDAttributesFile", '<Attributes><Attribute name="A" type="FUNCT" source="f"/></Attributes>')
+        ioc.wait_for(P + "cam1:NDAttributesStatus", lambda v: int(v) == 0)
+        ioc.ctx.put(P + "cam1:NDAttributesFile",
+                    '<Attributes><Attribute name="E" type="FUNCT" source="expression" param="(1"/></Attributes>')
         ioc.wait_for(P + "cam1:NDAttributesStatus", lambda v: int(v) == 2)
     finally:
         log = ioc.log_text()
         ioc.close()
-    assert "missing.xml" in log and "FUNCT" in log, log
+    assert "missing.xml" in log and "FUNCT 'f'" in log and "Attribute #1 'E': expression" in log, log
