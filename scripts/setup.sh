@@ -7,9 +7,10 @@ cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
 
-# System packages: C toolchain and pkg-config for native crates, HDF5 for the file writers.
+# System packages: C toolchain and pkg-config for native crates, HDF5 and netCDF for the file
+# writers (netcdf-bin: ncdump for the tests).
 need_pkgs=()
-for p in build-essential pkg-config cmake nasm libhdf5-dev hdf5-tools; do
+for p in build-essential pkg-config cmake nasm libhdf5-dev hdf5-tools libnetcdf-dev netcdf-bin; do
     dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
