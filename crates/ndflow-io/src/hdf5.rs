@@ -70,11 +70,14 @@ use settings::{Compression, Handles, Settings};
 use swmr::FlushPolicy;
 use xml_layout::{Layout, When};
 
+/// For NDFileNexus, which writes through the same HDF5 layer.
+pub(crate) use chunk::write_hyperslab;
 pub use chunk::{read_raw_chunk, DataFilter};
 pub use filters::{
     blosc_cd_values, bslz4_cd_values, jpeg_cd_values, lz4_cd_values, register_filters,
     FILTER_BLOSC, FILTER_BSLZ4, FILTER_JPEG, FILTER_LZ4,
 };
+pub(crate) use layout::string_attr;
 pub use layout::{
     chunk_shape, frame_shape, ChunkRequest, ATTR_GROUP, DATA_PATH, DETECTOR_ATTR_GROUP, LINK_PATH,
     PERFORMANCE_PATH,

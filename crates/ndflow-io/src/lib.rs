@@ -15,6 +15,9 @@
 //!   UInt8/UInt16 Mono/RGB, `Quality`, `BitDepth`, `CompressType`.
 //! - [`null`]: NDFileNull ([`NullFilePlugin`]), writes nothing; NDFile's modes and counters,
 //!   `DeleteDriverFile` removes the file a frame's `DriverFileName` attribute names.
+//! - [`netcdf`]: NDFileNetCDF ([`NetcdfFilePlugin`]), areaDetector's netCDF layout through
+//!   libnetcdf (`numArrays` frames, `Attr_<name>` variables).
+//! - [`nexus`]: NDFileNexus ([`NexusFilePlugin`]), HDF5 laid out by a NeXus template.
 //! - [`hdf5`]: NDFileHDF5 ([`Hdf5FilePlugin`]), NeXus layout, filters registered in-process,
 //!   direct chunk write of frames compressed by the Codec plugin, SWMR.
 //!
@@ -26,6 +29,8 @@ pub mod file;
 pub mod hdf5;
 pub mod jpeg;
 pub mod magick;
+pub mod netcdf;
+pub mod nexus;
 pub mod null;
 pub mod tiff;
 
@@ -33,5 +38,7 @@ pub use file::{FileWriterPlugin, Format};
 pub use hdf5::{Hdf5FilePlugin, Hdf5Format};
 pub use jpeg::{JpegFilePlugin, JpegFormat};
 pub use magick::{MagickFilePlugin, MagickFormat};
+pub use netcdf::{NetcdfFilePlugin, NetcdfFormat};
+pub use nexus::{NexusFilePlugin, NexusFormat};
 pub use null::{NullFilePlugin, NullFormat};
 pub use tiff::{TiffFilePlugin, TiffFormat};
