@@ -54,6 +54,9 @@ PORTS = [
     ("timeseries", "TS1:", PLUGIN + ["NDTimeSeries", "NDTimeSeriesN@1:", "NDTimeSeriesN@8:"], ""),
     ("circularbuff", "CB1:", PLUGIN + ["NDCircularBuff"], ""),
     ("attribute", "Attr1:", PLUGIN + ["NDAttribute"] + [f"NDAttributeN@{n}:" for n in range(1, 9)], ""),
+    # NDAttrPlotData/NDAttrPlotAttr (X:Data, Y1:Data0, Attr0, ...) are not in ad_records.json;
+    # test_attr_plot.py reads them.
+    ("attrplot", "AttrPlot1:", PLUGIN + ["NDAttrPlot"], ""),
     ("pos", "Pos1:", PLUGIN + ["NDPosPlugin"], ""),
     ("scatter", "Scatter1:", PLUGIN + ["NDScatter"], ""),
     # NDGather.template is NDPluginBase only; its NDGatherN records are checked in

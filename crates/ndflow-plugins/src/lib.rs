@@ -8,6 +8,7 @@
 //!
 //! | file | areaDetector plugin |
 //! |---|---|
+//! | `attr_plot.rs` | NDPluginAttrPlot: numeric attributes cached per acquisition, 9 selected as waveforms |
 //! | `attribute.rs` | NDPluginAttribute: 8 chosen attributes (or virtual ones) as value, sum, series |
 //! | `circular_buff.rs` | NDPluginCircularBuff: PreCount ring, calc or soft trigger, PostCount |
 //! | `color_convert.rs` | NDPluginColorConvert: Mono/Bayer/RGB1/2/3 conversions, false colour |
@@ -26,6 +27,7 @@
 //! | `timeseries.rs` | NDPluginTimeSeries: per-signal time series, Fixed length / Circ. buffer, averaging |
 //! | `transform.rs` | NDPluginTransform: rotations and mirrors of a 2-D Mono/RGB image |
 
+pub mod attr_plot;
 pub mod attribute;
 pub mod bad_pixel;
 pub mod circular_buff;

@@ -5,8 +5,8 @@
 
 use ndflow_core::ParamDef;
 use ndflow_plugins::{
-    attribute, bad_pixel, circular_buff, codec, color_convert, fft, gather, overlay, pos, process,
-    roi, roistat, scatter, stats, std_arrays, timeseries, transform,
+    attr_plot, attribute, bad_pixel, circular_buff, codec, color_convert, fft, gather, overlay,
+    pos, process, roi, roistat, scatter, stats, std_arrays, timeseries, transform,
 };
 use ndflow_runtime::{Built, Graph, PortArgs, PortType};
 
@@ -35,6 +35,7 @@ pub const TYPES: &[&PortType] = &[
     &overlay::PORT,
     &circular_buff::PORT,
     &attribute::PORT,
+    &attr_plot::PORT,
     &pos::PORT,
     &roistat::PORT,
     &timeseries::PORT,
