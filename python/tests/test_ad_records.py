@@ -42,6 +42,8 @@ PORTS = [
     ("tiff", "TIFF1:", FILE + ["NDFileTIFF"], ""),
     ("jpeg", "JPEG1:", FILE + ["NDFileJPEG"], ""),
     ("hdf5", "HDF1:", FILE + ["NDFileHDF5"], ""),
+    ("netcdf", "netCDF1:", FILE + ["NDFileNetCDF"], ""),
+    ("nexus", "Nexus1:", FILE + ["NDFileNexus"], ""),
     ("null", "Null1:", FILE, ""),
     ("magick", "Magick1:", FILE + ["NDFileMagick"], ""),
     ("transform", "Trans1:", PLUGIN + ["NDTransform"], ""),

@@ -38,7 +38,7 @@ ndflow_core::params! {
         file_format: enumeration("FileFormat", &["NeXus", "Invalid"], 0).readback_choices(&["NeXus", "Undefined"]).doc("File format (NeXus only)"),
         template_file_path: string("TemplateFilePath", "").long_string().doc("Directory of the NeXus template file"),
         template_file_name: string("TemplateFileName", "").long_string().doc("NeXus template file name, or the template XML itself (starts with <)"),
-        file_template_valid: enumeration("FileTemplateValid", &["No", "Yes"], 0).read_only().doc("The NeXus template was read and is valid"),
+        file_template_valid: enumeration("FileTemplateValid", &["No", "Yes"], 0).read_only_plain().doc("The NeXus template was read and is valid"),
     }
 }
 

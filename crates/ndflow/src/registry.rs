@@ -24,6 +24,8 @@ pub const TYPES: &[&PortType] = &[
     &codec::PORT,
     &pva::plugin::PORT,
     &ndflow_io::tiff::PORT,
+    &ndflow_io::netcdf::PORT,
+    &ndflow_io::nexus::PORT,
     &ndflow_io::hdf5::PORT,
     &ndflow_io::jpeg::PORT,
     &ndflow_io::null::PORT,
