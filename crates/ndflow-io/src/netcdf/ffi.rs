@@ -6,11 +6,14 @@
 //! have only one. We write classic-model files (CDF-2 / CDF-5), which never touch HDF5.
 //!
 //! libnetcdf is not thread-safe: every call holds [`NC_LOCK`] (one file per port, and ports
-//! write on their own worker threads).
+//! write on their own worker threads). Its one-time initialisation does call into the shared
+//! libhdf5 (it switches HDF5's automatic error printing off), so it runs first, once, under
+//! hdf5-metno's library lock ([`initialize`]).
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::io;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use parking_lot::Mutex;
 
@@ -77,10 +80,25 @@ extern "C" {
     fn nc_sync(ncid: c_int) -> c_int;
     fn nc_close(ncid: c_int) -> c_int;
     fn nc_strerror(ncerr: c_int) -> *const c_char;
+    fn nc_initialize() -> c_int;
 }
 
 /// Serialises every libnetcdf call in the process.
 static NC_LOCK: Mutex<()> = Mutex::new(());
+
+/// libnetcdf's one-time initialisation, under hdf5-metno's lock since it calls libhdf5
+/// (another thread may be writing HDF5 files). Returns its status (the first call's).
+fn initialize() -> c_int {
+    static STATUS: OnceLock<c_int> = OnceLock::new();
+    *STATUS.get_or_init(|| {
+        hdf5_metno::sync::sync(|| {
+            let _g = NC_LOCK.lock();
+            // SAFETY: no arguments; called once, before any other nc_* call of this process,
+            // with both libnetcdf's and libhdf5's callers locked out.
+            unsafe { nc_initialize() }
+        })
+    })
+}
 
 /// Bytes per element of a classic-model type.
 pub fn type_size(t: NcType) -> Option<usize> {
@@ -133,6 +151,7 @@ impl NcFile {
     pub fn create(path: &Path, cdf5: bool) -> io::Result<NcFile> {
         let name = c_name(&path.to_string_lossy())?;
         let mode = NC_CLOBBER | if cdf5 { NC_64BIT_DATA } else { NC_64BIT_OFFSET };
+        check("initialize", initialize())?;
         let mut id: c_int = -1;
         let _g = NC_LOCK.lock();
         // SAFETY: `name` is a valid NUL-terminated string alive for the call; `id` is a valid
