@@ -1,9 +1,10 @@
 //! Minimal bindings to Debian's libnetcdf (`libnetcdf-dev`): the dozen `nc_*` calls the
 //! NDFileNetCDF writer needs, behind a safe [`NcFile`].
 //!
-//! Why not the `netcdf` crate: its `netcdf-sys` brings its own HDF5 binding (`hdf5-sys`,
-//! `links = "hdf5"`), while this workspace links HDF5 through hdf5-metno-sys; one process can
-//! have only one. We write classic-model files (CDF-2 / CDF-5), which never touch HDF5.
+//! Why not the `netcdf` crate: NDFileNetCDF needs only define-mode calls and `nc_put_vara`
+//! on classic-model files (CDF-2 / CDF-5), and these bindings keep that to one small, checked
+//! surface without the crate's ndarray-based API and extra dependencies. (`netcdf-sys` 0.9
+//! links HDF5 through hdf5-metno-sys, the same binding as ours, so the crate is an option.)
 //!
 //! libnetcdf is not thread-safe: every call holds [`NC_LOCK`] (one file per port, and ports
 //! write on their own worker threads). Its one-time initialisation does call into the shared
