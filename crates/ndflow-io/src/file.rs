@@ -55,6 +55,9 @@ pub trait Format: Send + 'static {
     /// Whether frames compressed by the Codec plugin are accepted (HDF5 writes them with a
     /// direct chunk write); others get only uncompressed frames.
     const ACCEPTS_COMPRESSED: bool = false;
+    /// Whether the format creates files at all (NDFileNull does not: TempSuffix then names no
+    /// file to rename).
+    const WRITES_FILES: bool = true;
     /// Opens `path` for writing; `frame` is the first frame (shape, type, attributes).
     fn open(&mut self, path: &Path, frame: &NDArray, params: &ParamStore) -> io::Result<()>;
     fn write(&mut self, frame: &NDArray, params: &ParamStore) -> io::Result<()>;
@@ -301,7 +304,7 @@ impl<F: Format> FileWriterPlugin<F> {
             }
         }
         let suffix = nd.temp_suffix.get(p);
-        let write_path = if suffix.is_empty() {
+        let write_path = if suffix.is_empty() || !F::WRITES_FILES {
             final_path.clone()
         } else {
             PathBuf::from(format!("{name}{suffix}"))

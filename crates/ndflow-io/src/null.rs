@@ -11,8 +11,9 @@
 //!
 //! Differences from areaDetector, both from the shared NDFile state machine: the driver file is
 //! deleted when the frame is written (in Capture mode when the buffer is written, not when the
-//! frame is captured), and a TempSuffix makes every write fail (there is no file to rename;
-//! areaDetector's rename fails the same way). ReadFile is refused, as NDFileNull's readFile.
+//! frame is captured), and a TempSuffix is ignored (areaDetector's rename of a file that was
+//! never written fails every write; here there is simply nothing to rename). ReadFile is
+//! refused, as NDFileNull's readFile.
 
 use std::io;
 use std::path::Path;
@@ -43,6 +44,7 @@ pub struct NullFormat;
 impl Format for NullFormat {
     const PLUGIN_TYPE: &'static str = "NDFileNull";
     const PARAMS: &'static [ParamDef] = NULL_PARAMS;
+    const WRITES_FILES: bool = false;
 
     fn open(&mut self, _path: &Path, _frame: &NDArray, _params: &ParamStore) -> io::Result<()> {
         Ok(())
@@ -167,6 +169,17 @@ mod tests {
         h.put("WriteFile", 1).unwrap();
         assert_eq!(h.get_f64("WriteFile"), 0.0);
         assert_eq!(h.get_f64("FileNumber"), 9.0);
+    }
+
+    #[test]
+    fn temp_suffix_names_no_file_and_fails_nothing() {
+        let dir = Dir::new("temp");
+        let h = harness(&dir);
+        h.put("AutoSave", "Yes").unwrap();
+        h.put("TempSuffix", ".tmp").unwrap();
+        h.process(frame(1, None)).unwrap();
+        assert_eq!(h.get_f64("WriteStatus"), 0.0, "{}", s(&h, "WriteMessage"));
+        assert!(dir.entries().is_empty());
     }
 
     #[test]
