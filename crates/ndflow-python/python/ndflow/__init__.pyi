@@ -2472,6 +2472,361 @@ class _tiffNDFileTIFFParams:
     def FileFormat_RBV(self) -> str:
         """File format (TIFF only) Choices: 'TIFF', 'Invalid' (or their index). Kind: enum TIFF|Invalid; default 'TIFF'."""
 
+class _netcdfNDFileNetCDFParams:
+    @property
+    def FilePath(self) -> str:
+        """Directory of the files (a trailing / is added) Kind: string; default ''."""
+    @FilePath.setter
+    def FilePath(self, value: str) -> None: ...
+    @property
+    def FilePath_RBV(self) -> str:
+        """Directory of the files (a trailing / is added) Kind: string; default ''."""
+    @property
+    def FilePathExists(self) -> str:
+        """Whether FilePath is an existing directory Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def FilePathExists_RBV(self) -> str:
+        """Whether FilePath is an existing directory Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def CreateDirectory(self) -> int:
+        """0 none; -N create at most the last N levels; +N require the first N levels Kind: int32; default 0."""
+    @CreateDirectory.setter
+    def CreateDirectory(self, value: int) -> None: ...
+    @property
+    def CreateDirectory_RBV(self) -> int:
+        """0 none; -N create at most the last N levels; +N require the first N levels Kind: int32; default 0."""
+    @property
+    def FileName(self) -> str:
+        """Base file name Kind: string; default ''."""
+    @FileName.setter
+    def FileName(self, value: str) -> None: ...
+    @property
+    def FileName_RBV(self) -> str:
+        """Base file name Kind: string; default ''."""
+    @property
+    def FileNumber(self) -> int:
+        """Number of the next file Kind: int32; default 0."""
+    @FileNumber.setter
+    def FileNumber(self, value: int) -> None: ...
+    @property
+    def FileNumber_RBV(self) -> int:
+        """Number of the next file Kind: int32; default 0."""
+    @property
+    def AutoIncrement(self) -> str:
+        """Increment FileNumber after each file Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @AutoIncrement.setter
+    def AutoIncrement(self, value: str | int) -> None: ...
+    @property
+    def AutoIncrement_RBV(self) -> str:
+        """Increment FileNumber after each file Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def FileTemplate(self) -> str:
+        """printf of (FilePath, FileName, FileNumber): %s %s %d forms Kind: string; default '%s%s_%3.3d.nc'."""
+    @FileTemplate.setter
+    def FileTemplate(self, value: str) -> None: ...
+    @property
+    def FileTemplate_RBV(self) -> str:
+        """printf of (FilePath, FileName, FileNumber): %s %s %d forms Kind: string; default '%s%s_%3.3d.nc'."""
+    @property
+    def FullFileName(self) -> str:
+        """Name of the last file written Kind: string; default ''."""
+    @property
+    def FullFileName_RBV(self) -> str:
+        """Name of the last file written Kind: string; default ''."""
+    @property
+    def AutoSave(self) -> str:
+        """Single: write every frame; Capture: write when the buffer is full Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @AutoSave.setter
+    def AutoSave(self, value: str | int) -> None: ...
+    @property
+    def AutoSave_RBV(self) -> str:
+        """Single: write every frame; Capture: write when the buffer is full Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def WriteFile(self) -> str:
+        """Write the latest frame (Single) or the capture buffer (Capture) Choices: 'Done', 'Write' (or their index). Kind: enum Done|Write; default 'Done'."""
+    @WriteFile.setter
+    def WriteFile(self, value: str | int) -> None: ...
+    @property
+    def WriteFile_RBV(self) -> str:
+        """Write the latest frame (Single) or the capture buffer (Capture) Choices: 'Done', 'Write' (or their index). Kind: enum Done|Write; default 'Done'."""
+    @property
+    def ReadFile(self) -> str:
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+    @ReadFile.setter
+    def ReadFile(self, value: str | int) -> None: ...
+    @property
+    def ReadFile_RBV(self) -> str:
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+    @property
+    def FileWriteMode(self) -> str:
+        """Single / Capture / Stream Choices: 'Single', 'Capture', 'Stream' (or their index). Kind: enum Single|Capture|Stream; default 'Single'."""
+    @FileWriteMode.setter
+    def FileWriteMode(self, value: str | int) -> None: ...
+    @property
+    def FileWriteMode_RBV(self) -> str:
+        """Single / Capture / Stream Choices: 'Single', 'Capture', 'Stream' (or their index). Kind: enum Single|Capture|Stream; default 'Single'."""
+    @property
+    def Capture(self) -> str:
+        """Start (1) / stop (0) Capture or Stream Choices: 'Done', 'Capture' (or their index). Kind: enum Done|Capture; default 'Done'."""
+    @Capture.setter
+    def Capture(self, value: str | int) -> None: ...
+    @property
+    def Capture_RBV(self) -> str:
+        """Start (1) / stop (0) Capture or Stream Choices: 'Done', 'Capture' (or their index). Kind: enum Done|Capture; default 'Done'."""
+    @property
+    def NumCapture(self) -> int:
+        """Frames to capture or stream (Stream: 0 = unlimited) Range: [0.0, None]. Kind: int32; default 1."""
+    @NumCapture.setter
+    def NumCapture(self, value: int) -> None: ...
+    @property
+    def NumCapture_RBV(self) -> int:
+        """Frames to capture or stream (Stream: 0 = unlimited) Range: [0.0, None]. Kind: int32; default 1."""
+    @property
+    def NumCaptured(self) -> int:
+        """Frames captured or streamed so far Kind: int32; default 0."""
+    @property
+    def NumCaptured_RBV(self) -> int:
+        """Frames captured or streamed so far Kind: int32; default 0."""
+    @property
+    def FreeCapture(self) -> str:
+        """Discard the capture buffer Choices: 'Done', 'Free' (or their index). Kind: enum Done|Free; default 'Done'."""
+    @FreeCapture.setter
+    def FreeCapture(self, value: str | int) -> None: ...
+    @property
+    def FreeCapture_RBV(self) -> str:
+        """Discard the capture buffer Choices: 'Done', 'Free' (or their index). Kind: enum Done|Free; default 'Done'."""
+    @property
+    def DeleteDriverFile(self) -> str:
+        """Delete the file named by the DriverFileName attribute after writing Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @DeleteDriverFile.setter
+    def DeleteDriverFile(self, value: str | int) -> None: ...
+    @property
+    def DeleteDriverFile_RBV(self) -> str:
+        """Delete the file named by the DriverFileName attribute after writing Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def LazyOpen(self) -> str:
+        """Stream: open the file on the first frame, not on Capture Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @LazyOpen.setter
+    def LazyOpen(self, value: str | int) -> None: ...
+    @property
+    def LazyOpen_RBV(self) -> str:
+        """Stream: open the file on the first frame, not on Capture Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def TempSuffix(self) -> str:
+        """Write to name+suffix, rename on close Kind: string; default ''."""
+    @TempSuffix.setter
+    def TempSuffix(self, value: str) -> None: ...
+    @property
+    def TempSuffix_RBV(self) -> str:
+        """Write to name+suffix, rename on close Kind: string; default ''."""
+    @property
+    def WriteStatus(self) -> str:
+        """Status of the last write Choices: 'Write OK', 'Write error' (or their index). Kind: enum Write OK|Write error; default 'Write OK'."""
+    @property
+    def WriteMessage(self) -> str:
+        """Error message of the last write Kind: string; default ''."""
+    @property
+    def FramesNotWritten(self) -> int:
+        """Frames lost to write errors Kind: int32; default 0."""
+    @property
+    def FramesNotWritten_RBV(self) -> int:
+        """Frames lost to write errors Kind: int32; default 0."""
+    @property
+    def FileFormat(self) -> str:
+        """File format (netCDF only) Choices: 'netCDF', 'Invalid' (or their index). Kind: enum netCDF|Invalid; default 'netCDF'."""
+    @FileFormat.setter
+    def FileFormat(self, value: str | int) -> None: ...
+    @property
+    def FileFormat_RBV(self) -> str:
+        """File format (netCDF only) Choices: 'netCDF', 'Invalid' (or their index). Kind: enum netCDF|Invalid; default 'netCDF'."""
+
+class _nexusNDFileNexusParams:
+    @property
+    def FilePath(self) -> str:
+        """Directory of the files (a trailing / is added) Kind: string; default ''."""
+    @FilePath.setter
+    def FilePath(self, value: str) -> None: ...
+    @property
+    def FilePath_RBV(self) -> str:
+        """Directory of the files (a trailing / is added) Kind: string; default ''."""
+    @property
+    def FilePathExists(self) -> str:
+        """Whether FilePath is an existing directory Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def FilePathExists_RBV(self) -> str:
+        """Whether FilePath is an existing directory Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def CreateDirectory(self) -> int:
+        """0 none; -N create at most the last N levels; +N require the first N levels Kind: int32; default 0."""
+    @CreateDirectory.setter
+    def CreateDirectory(self, value: int) -> None: ...
+    @property
+    def CreateDirectory_RBV(self) -> int:
+        """0 none; -N create at most the last N levels; +N require the first N levels Kind: int32; default 0."""
+    @property
+    def FileName(self) -> str:
+        """Base file name Kind: string; default ''."""
+    @FileName.setter
+    def FileName(self, value: str) -> None: ...
+    @property
+    def FileName_RBV(self) -> str:
+        """Base file name Kind: string; default ''."""
+    @property
+    def FileNumber(self) -> int:
+        """Number of the next file Kind: int32; default 0."""
+    @FileNumber.setter
+    def FileNumber(self, value: int) -> None: ...
+    @property
+    def FileNumber_RBV(self) -> int:
+        """Number of the next file Kind: int32; default 0."""
+    @property
+    def AutoIncrement(self) -> str:
+        """Increment FileNumber after each file Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @AutoIncrement.setter
+    def AutoIncrement(self, value: str | int) -> None: ...
+    @property
+    def AutoIncrement_RBV(self) -> str:
+        """Increment FileNumber after each file Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def FileTemplate(self) -> str:
+        """printf of (FilePath, FileName, FileNumber): %s %s %d forms Kind: string; default '%s%s_%3.3d.nxs'."""
+    @FileTemplate.setter
+    def FileTemplate(self, value: str) -> None: ...
+    @property
+    def FileTemplate_RBV(self) -> str:
+        """printf of (FilePath, FileName, FileNumber): %s %s %d forms Kind: string; default '%s%s_%3.3d.nxs'."""
+    @property
+    def FullFileName(self) -> str:
+        """Name of the last file written Kind: string; default ''."""
+    @property
+    def FullFileName_RBV(self) -> str:
+        """Name of the last file written Kind: string; default ''."""
+    @property
+    def AutoSave(self) -> str:
+        """Single: write every frame; Capture: write when the buffer is full Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @AutoSave.setter
+    def AutoSave(self, value: str | int) -> None: ...
+    @property
+    def AutoSave_RBV(self) -> str:
+        """Single: write every frame; Capture: write when the buffer is full Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def WriteFile(self) -> str:
+        """Write the latest frame (Single) or the capture buffer (Capture) Choices: 'Done', 'Write' (or their index). Kind: enum Done|Write; default 'Done'."""
+    @WriteFile.setter
+    def WriteFile(self, value: str | int) -> None: ...
+    @property
+    def WriteFile_RBV(self) -> str:
+        """Write the latest frame (Single) or the capture buffer (Capture) Choices: 'Done', 'Write' (or their index). Kind: enum Done|Write; default 'Done'."""
+    @property
+    def ReadFile(self) -> str:
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+    @ReadFile.setter
+    def ReadFile(self, value: str | int) -> None: ...
+    @property
+    def ReadFile_RBV(self) -> str:
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+    @property
+    def FileWriteMode(self) -> str:
+        """Single / Capture / Stream Choices: 'Single', 'Capture', 'Stream' (or their index). Kind: enum Single|Capture|Stream; default 'Single'."""
+    @FileWriteMode.setter
+    def FileWriteMode(self, value: str | int) -> None: ...
+    @property
+    def FileWriteMode_RBV(self) -> str:
+        """Single / Capture / Stream Choices: 'Single', 'Capture', 'Stream' (or their index). Kind: enum Single|Capture|Stream; default 'Single'."""
+    @property
+    def Capture(self) -> str:
+        """Start (1) / stop (0) Capture or Stream Choices: 'Done', 'Capture' (or their index). Kind: enum Done|Capture; default 'Done'."""
+    @Capture.setter
+    def Capture(self, value: str | int) -> None: ...
+    @property
+    def Capture_RBV(self) -> str:
+        """Start (1) / stop (0) Capture or Stream Choices: 'Done', 'Capture' (or their index). Kind: enum Done|Capture; default 'Done'."""
+    @property
+    def NumCapture(self) -> int:
+        """Frames to capture or stream (Stream: 0 = unlimited) Range: [0.0, None]. Kind: int32; default 1."""
+    @NumCapture.setter
+    def NumCapture(self, value: int) -> None: ...
+    @property
+    def NumCapture_RBV(self) -> int:
+        """Frames to capture or stream (Stream: 0 = unlimited) Range: [0.0, None]. Kind: int32; default 1."""
+    @property
+    def NumCaptured(self) -> int:
+        """Frames captured or streamed so far Kind: int32; default 0."""
+    @property
+    def NumCaptured_RBV(self) -> int:
+        """Frames captured or streamed so far Kind: int32; default 0."""
+    @property
+    def FreeCapture(self) -> str:
+        """Discard the capture buffer Choices: 'Done', 'Free' (or their index). Kind: enum Done|Free; default 'Done'."""
+    @FreeCapture.setter
+    def FreeCapture(self, value: str | int) -> None: ...
+    @property
+    def FreeCapture_RBV(self) -> str:
+        """Discard the capture buffer Choices: 'Done', 'Free' (or their index). Kind: enum Done|Free; default 'Done'."""
+    @property
+    def DeleteDriverFile(self) -> str:
+        """Delete the file named by the DriverFileName attribute after writing Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @DeleteDriverFile.setter
+    def DeleteDriverFile(self, value: str | int) -> None: ...
+    @property
+    def DeleteDriverFile_RBV(self) -> str:
+        """Delete the file named by the DriverFileName attribute after writing Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def LazyOpen(self) -> str:
+        """Stream: open the file on the first frame, not on Capture Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @LazyOpen.setter
+    def LazyOpen(self, value: str | int) -> None: ...
+    @property
+    def LazyOpen_RBV(self) -> str:
+        """Stream: open the file on the first frame, not on Capture Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def TempSuffix(self) -> str:
+        """Write to name+suffix, rename on close Kind: string; default ''."""
+    @TempSuffix.setter
+    def TempSuffix(self, value: str) -> None: ...
+    @property
+    def TempSuffix_RBV(self) -> str:
+        """Write to name+suffix, rename on close Kind: string; default ''."""
+    @property
+    def WriteStatus(self) -> str:
+        """Status of the last write Choices: 'Write OK', 'Write error' (or their index). Kind: enum Write OK|Write error; default 'Write OK'."""
+    @property
+    def WriteMessage(self) -> str:
+        """Error message of the last write Kind: string; default ''."""
+    @property
+    def FramesNotWritten(self) -> int:
+        """Frames lost to write errors Kind: int32; default 0."""
+    @property
+    def FramesNotWritten_RBV(self) -> int:
+        """Frames lost to write errors Kind: int32; default 0."""
+    @property
+    def FileFormat(self) -> str:
+        """File format (NeXus only) Choices: 'NeXus', 'Invalid' (or their index). Kind: enum NeXus|Invalid; default 'NeXus'."""
+    @FileFormat.setter
+    def FileFormat(self, value: str | int) -> None: ...
+    @property
+    def FileFormat_RBV(self) -> str:
+        """File format (NeXus only) Choices: 'NeXus', 'Invalid' (or their index). Kind: enum NeXus|Invalid; default 'NeXus'."""
+    @property
+    def TemplateFilePath(self) -> str:
+        """Directory of the NeXus template file Kind: string; default ''."""
+    @TemplateFilePath.setter
+    def TemplateFilePath(self, value: str) -> None: ...
+    @property
+    def TemplateFilePath_RBV(self) -> str:
+        """Directory of the NeXus template file Kind: string; default ''."""
+    @property
+    def TemplateFileName(self) -> str:
+        """NeXus template file name, or the template XML itself (starts with <) Kind: string; default ''."""
+    @TemplateFileName.setter
+    def TemplateFileName(self, value: str) -> None: ...
+    @property
+    def TemplateFileName_RBV(self) -> str:
+        """NeXus template file name, or the template XML itself (starts with <) Kind: string; default ''."""
+    @property
+    def FileTemplateValid(self) -> str:
+        """The NeXus template was read and is valid Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+
 class _hdf5NDFileHDF5Params:
     @property
     def FilePath(self) -> str:
@@ -3496,6 +3851,366 @@ class _jpegNDFileJPEGParams:
     def FileFormat_RBV(self) -> str:
         """File format (JPEG only) Choices: 'JPEG', 'Invalid' (or their index). Kind: enum JPEG|Invalid; default 'JPEG'."""
 
+class _nullNDFileNullParams:
+    @property
+    def FilePath(self) -> str:
+        """Directory of the files (a trailing / is added) Kind: string; default ''."""
+    @FilePath.setter
+    def FilePath(self, value: str) -> None: ...
+    @property
+    def FilePath_RBV(self) -> str:
+        """Directory of the files (a trailing / is added) Kind: string; default ''."""
+    @property
+    def FilePathExists(self) -> str:
+        """Whether FilePath is an existing directory Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def FilePathExists_RBV(self) -> str:
+        """Whether FilePath is an existing directory Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def CreateDirectory(self) -> int:
+        """0 none; -N create at most the last N levels; +N require the first N levels Kind: int32; default 0."""
+    @CreateDirectory.setter
+    def CreateDirectory(self, value: int) -> None: ...
+    @property
+    def CreateDirectory_RBV(self) -> int:
+        """0 none; -N create at most the last N levels; +N require the first N levels Kind: int32; default 0."""
+    @property
+    def FileName(self) -> str:
+        """Base file name Kind: string; default ''."""
+    @FileName.setter
+    def FileName(self, value: str) -> None: ...
+    @property
+    def FileName_RBV(self) -> str:
+        """Base file name Kind: string; default ''."""
+    @property
+    def FileNumber(self) -> int:
+        """Number of the next file Kind: int32; default 0."""
+    @FileNumber.setter
+    def FileNumber(self, value: int) -> None: ...
+    @property
+    def FileNumber_RBV(self) -> int:
+        """Number of the next file Kind: int32; default 0."""
+    @property
+    def AutoIncrement(self) -> str:
+        """Increment FileNumber after each file Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @AutoIncrement.setter
+    def AutoIncrement(self, value: str | int) -> None: ...
+    @property
+    def AutoIncrement_RBV(self) -> str:
+        """Increment FileNumber after each file Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def FileTemplate(self) -> str:
+        """printf of (FilePath, FileName, FileNumber): %s %s %d forms Kind: string; default '%s%s_%3.3d.dat'."""
+    @FileTemplate.setter
+    def FileTemplate(self, value: str) -> None: ...
+    @property
+    def FileTemplate_RBV(self) -> str:
+        """printf of (FilePath, FileName, FileNumber): %s %s %d forms Kind: string; default '%s%s_%3.3d.dat'."""
+    @property
+    def FullFileName(self) -> str:
+        """Name of the last file written Kind: string; default ''."""
+    @property
+    def FullFileName_RBV(self) -> str:
+        """Name of the last file written Kind: string; default ''."""
+    @property
+    def AutoSave(self) -> str:
+        """Single: write every frame; Capture: write when the buffer is full Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @AutoSave.setter
+    def AutoSave(self, value: str | int) -> None: ...
+    @property
+    def AutoSave_RBV(self) -> str:
+        """Single: write every frame; Capture: write when the buffer is full Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def WriteFile(self) -> str:
+        """Write the latest frame (Single) or the capture buffer (Capture) Choices: 'Done', 'Write' (or their index). Kind: enum Done|Write; default 'Done'."""
+    @WriteFile.setter
+    def WriteFile(self, value: str | int) -> None: ...
+    @property
+    def WriteFile_RBV(self) -> str:
+        """Write the latest frame (Single) or the capture buffer (Capture) Choices: 'Done', 'Write' (or their index). Kind: enum Done|Write; default 'Done'."""
+    @property
+    def ReadFile(self) -> str:
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+    @ReadFile.setter
+    def ReadFile(self, value: str | int) -> None: ...
+    @property
+    def ReadFile_RBV(self) -> str:
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+    @property
+    def FileWriteMode(self) -> str:
+        """Single / Capture / Stream Choices: 'Single', 'Capture', 'Stream' (or their index). Kind: enum Single|Capture|Stream; default 'Single'."""
+    @FileWriteMode.setter
+    def FileWriteMode(self, value: str | int) -> None: ...
+    @property
+    def FileWriteMode_RBV(self) -> str:
+        """Single / Capture / Stream Choices: 'Single', 'Capture', 'Stream' (or their index). Kind: enum Single|Capture|Stream; default 'Single'."""
+    @property
+    def Capture(self) -> str:
+        """Start (1) / stop (0) Capture or Stream Choices: 'Done', 'Capture' (or their index). Kind: enum Done|Capture; default 'Done'."""
+    @Capture.setter
+    def Capture(self, value: str | int) -> None: ...
+    @property
+    def Capture_RBV(self) -> str:
+        """Start (1) / stop (0) Capture or Stream Choices: 'Done', 'Capture' (or their index). Kind: enum Done|Capture; default 'Done'."""
+    @property
+    def NumCapture(self) -> int:
+        """Frames to capture or stream (Stream: 0 = unlimited) Range: [0.0, None]. Kind: int32; default 1."""
+    @NumCapture.setter
+    def NumCapture(self, value: int) -> None: ...
+    @property
+    def NumCapture_RBV(self) -> int:
+        """Frames to capture or stream (Stream: 0 = unlimited) Range: [0.0, None]. Kind: int32; default 1."""
+    @property
+    def NumCaptured(self) -> int:
+        """Frames captured or streamed so far Kind: int32; default 0."""
+    @property
+    def NumCaptured_RBV(self) -> int:
+        """Frames captured or streamed so far Kind: int32; default 0."""
+    @property
+    def FreeCapture(self) -> str:
+        """Discard the capture buffer Choices: 'Done', 'Free' (or their index). Kind: enum Done|Free; default 'Done'."""
+    @FreeCapture.setter
+    def FreeCapture(self, value: str | int) -> None: ...
+    @property
+    def FreeCapture_RBV(self) -> str:
+        """Discard the capture buffer Choices: 'Done', 'Free' (or their index). Kind: enum Done|Free; default 'Done'."""
+    @property
+    def DeleteDriverFile(self) -> str:
+        """Delete the file named by the DriverFileName attribute after writing Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @DeleteDriverFile.setter
+    def DeleteDriverFile(self, value: str | int) -> None: ...
+    @property
+    def DeleteDriverFile_RBV(self) -> str:
+        """Delete the file named by the DriverFileName attribute after writing Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def LazyOpen(self) -> str:
+        """Stream: open the file on the first frame, not on Capture Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @LazyOpen.setter
+    def LazyOpen(self, value: str | int) -> None: ...
+    @property
+    def LazyOpen_RBV(self) -> str:
+        """Stream: open the file on the first frame, not on Capture Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def TempSuffix(self) -> str:
+        """Write to name+suffix, rename on close Kind: string; default ''."""
+    @TempSuffix.setter
+    def TempSuffix(self, value: str) -> None: ...
+    @property
+    def TempSuffix_RBV(self) -> str:
+        """Write to name+suffix, rename on close Kind: string; default ''."""
+    @property
+    def WriteStatus(self) -> str:
+        """Status of the last write Choices: 'Write OK', 'Write error' (or their index). Kind: enum Write OK|Write error; default 'Write OK'."""
+    @property
+    def WriteMessage(self) -> str:
+        """Error message of the last write Kind: string; default ''."""
+    @property
+    def FramesNotWritten(self) -> int:
+        """Frames lost to write errors Kind: int32; default 0."""
+    @property
+    def FramesNotWritten_RBV(self) -> int:
+        """Frames lost to write errors Kind: int32; default 0."""
+    @property
+    def FileFormat(self) -> str:
+        """File format (none: nothing is written) Choices: 'Undefined', 'Invalid' (or their index). Kind: enum Undefined|Invalid; default 'Undefined'."""
+    @FileFormat.setter
+    def FileFormat(self, value: str | int) -> None: ...
+    @property
+    def FileFormat_RBV(self) -> str:
+        """File format (none: nothing is written) Choices: 'Undefined', 'Invalid' (or their index). Kind: enum Undefined|Invalid; default 'Undefined'."""
+
+class _magickNDFileMagickParams:
+    @property
+    def FilePath(self) -> str:
+        """Directory of the files (a trailing / is added) Kind: string; default ''."""
+    @FilePath.setter
+    def FilePath(self, value: str) -> None: ...
+    @property
+    def FilePath_RBV(self) -> str:
+        """Directory of the files (a trailing / is added) Kind: string; default ''."""
+    @property
+    def FilePathExists(self) -> str:
+        """Whether FilePath is an existing directory Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def FilePathExists_RBV(self) -> str:
+        """Whether FilePath is an existing directory Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def CreateDirectory(self) -> int:
+        """0 none; -N create at most the last N levels; +N require the first N levels Kind: int32; default 0."""
+    @CreateDirectory.setter
+    def CreateDirectory(self, value: int) -> None: ...
+    @property
+    def CreateDirectory_RBV(self) -> int:
+        """0 none; -N create at most the last N levels; +N require the first N levels Kind: int32; default 0."""
+    @property
+    def FileName(self) -> str:
+        """Base file name Kind: string; default ''."""
+    @FileName.setter
+    def FileName(self, value: str) -> None: ...
+    @property
+    def FileName_RBV(self) -> str:
+        """Base file name Kind: string; default ''."""
+    @property
+    def FileNumber(self) -> int:
+        """Number of the next file Kind: int32; default 0."""
+    @FileNumber.setter
+    def FileNumber(self, value: int) -> None: ...
+    @property
+    def FileNumber_RBV(self) -> int:
+        """Number of the next file Kind: int32; default 0."""
+    @property
+    def AutoIncrement(self) -> str:
+        """Increment FileNumber after each file Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @AutoIncrement.setter
+    def AutoIncrement(self, value: str | int) -> None: ...
+    @property
+    def AutoIncrement_RBV(self) -> str:
+        """Increment FileNumber after each file Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def FileTemplate(self) -> str:
+        """printf of (FilePath, FileName, FileNumber): %s %s %d forms Kind: string; default '%s%s_%3.3d.png'."""
+    @FileTemplate.setter
+    def FileTemplate(self, value: str) -> None: ...
+    @property
+    def FileTemplate_RBV(self) -> str:
+        """printf of (FilePath, FileName, FileNumber): %s %s %d forms Kind: string; default '%s%s_%3.3d.png'."""
+    @property
+    def FullFileName(self) -> str:
+        """Name of the last file written Kind: string; default ''."""
+    @property
+    def FullFileName_RBV(self) -> str:
+        """Name of the last file written Kind: string; default ''."""
+    @property
+    def AutoSave(self) -> str:
+        """Single: write every frame; Capture: write when the buffer is full Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @AutoSave.setter
+    def AutoSave(self, value: str | int) -> None: ...
+    @property
+    def AutoSave_RBV(self) -> str:
+        """Single: write every frame; Capture: write when the buffer is full Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def WriteFile(self) -> str:
+        """Write the latest frame (Single) or the capture buffer (Capture) Choices: 'Done', 'Write' (or their index). Kind: enum Done|Write; default 'Done'."""
+    @WriteFile.setter
+    def WriteFile(self, value: str | int) -> None: ...
+    @property
+    def WriteFile_RBV(self) -> str:
+        """Write the latest frame (Single) or the capture buffer (Capture) Choices: 'Done', 'Write' (or their index). Kind: enum Done|Write; default 'Done'."""
+    @property
+    def ReadFile(self) -> str:
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+    @ReadFile.setter
+    def ReadFile(self, value: str | int) -> None: ...
+    @property
+    def ReadFile_RBV(self) -> str:
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+    @property
+    def FileWriteMode(self) -> str:
+        """Single / Capture / Stream Choices: 'Single', 'Capture', 'Stream' (or their index). Kind: enum Single|Capture|Stream; default 'Single'."""
+    @FileWriteMode.setter
+    def FileWriteMode(self, value: str | int) -> None: ...
+    @property
+    def FileWriteMode_RBV(self) -> str:
+        """Single / Capture / Stream Choices: 'Single', 'Capture', 'Stream' (or their index). Kind: enum Single|Capture|Stream; default 'Single'."""
+    @property
+    def Capture(self) -> str:
+        """Start (1) / stop (0) Capture or Stream Choices: 'Done', 'Capture' (or their index). Kind: enum Done|Capture; default 'Done'."""
+    @Capture.setter
+    def Capture(self, value: str | int) -> None: ...
+    @property
+    def Capture_RBV(self) -> str:
+        """Start (1) / stop (0) Capture or Stream Choices: 'Done', 'Capture' (or their index). Kind: enum Done|Capture; default 'Done'."""
+    @property
+    def NumCapture(self) -> int:
+        """Frames to capture or stream (Stream: 0 = unlimited) Range: [0.0, None]. Kind: int32; default 1."""
+    @NumCapture.setter
+    def NumCapture(self, value: int) -> None: ...
+    @property
+    def NumCapture_RBV(self) -> int:
+        """Frames to capture or stream (Stream: 0 = unlimited) Range: [0.0, None]. Kind: int32; default 1."""
+    @property
+    def NumCaptured(self) -> int:
+        """Frames captured or streamed so far Kind: int32; default 0."""
+    @property
+    def NumCaptured_RBV(self) -> int:
+        """Frames captured or streamed so far Kind: int32; default 0."""
+    @property
+    def FreeCapture(self) -> str:
+        """Discard the capture buffer Choices: 'Done', 'Free' (or their index). Kind: enum Done|Free; default 'Done'."""
+    @FreeCapture.setter
+    def FreeCapture(self, value: str | int) -> None: ...
+    @property
+    def FreeCapture_RBV(self) -> str:
+        """Discard the capture buffer Choices: 'Done', 'Free' (or their index). Kind: enum Done|Free; default 'Done'."""
+    @property
+    def DeleteDriverFile(self) -> str:
+        """Delete the file named by the DriverFileName attribute after writing Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @DeleteDriverFile.setter
+    def DeleteDriverFile(self, value: str | int) -> None: ...
+    @property
+    def DeleteDriverFile_RBV(self) -> str:
+        """Delete the file named by the DriverFileName attribute after writing Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def LazyOpen(self) -> str:
+        """Stream: open the file on the first frame, not on Capture Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @LazyOpen.setter
+    def LazyOpen(self, value: str | int) -> None: ...
+    @property
+    def LazyOpen_RBV(self) -> str:
+        """Stream: open the file on the first frame, not on Capture Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def TempSuffix(self) -> str:
+        """Write to name+suffix, rename on close Kind: string; default ''."""
+    @TempSuffix.setter
+    def TempSuffix(self, value: str) -> None: ...
+    @property
+    def TempSuffix_RBV(self) -> str:
+        """Write to name+suffix, rename on close Kind: string; default ''."""
+    @property
+    def WriteStatus(self) -> str:
+        """Status of the last write Choices: 'Write OK', 'Write error' (or their index). Kind: enum Write OK|Write error; default 'Write OK'."""
+    @property
+    def WriteMessage(self) -> str:
+        """Error message of the last write Kind: string; default ''."""
+    @property
+    def FramesNotWritten(self) -> int:
+        """Frames lost to write errors Kind: int32; default 0."""
+    @property
+    def FramesNotWritten_RBV(self) -> int:
+        """Frames lost to write errors Kind: int32; default 0."""
+    @property
+    def FileFormat(self) -> str:
+        """File format: from the file name's extension Choices: 'Use extension' (or their index). Kind: enum Use extension; default 'Use extension'."""
+    @FileFormat.setter
+    def FileFormat(self, value: str | int) -> None: ...
+    @property
+    def FileFormat_RBV(self) -> str:
+        """File format: from the file name's extension Choices: 'Use extension' (or their index). Kind: enum Use extension; default 'Use extension'."""
+    @property
+    def Quality(self) -> int:
+        """JPEG quality; PNG: tens = zlib level, units = row filter Range: [0.0, 100.0]. Kind: int32; default 100."""
+    @Quality.setter
+    def Quality(self, value: int) -> None: ...
+    @property
+    def Quality_RBV(self) -> int:
+        """JPEG quality; PNG: tens = zlib level, units = row filter Range: [0.0, 100.0]. Kind: int32; default 100."""
+    @property
+    def BitDepth(self) -> str:
+        """Bits per sample in the file (8 or 16) Choices: '1', '8', '16', '32' (or their index). Kind: enum 1|8|16|32; default '8'."""
+    @BitDepth.setter
+    def BitDepth(self, value: str | int) -> None: ...
+    @property
+    def BitDepth_RBV(self) -> str:
+        """Bits per sample in the file (8 or 16) Choices: '1', '8', '16', '32' (or their index). Kind: enum 1|8|16|32; default '8'."""
+    @property
+    def CompressType(self) -> str:
+        """TIFF compression: None, LZW, RLE (PackBits), Zip Choices: 'None', 'BZip', 'FAX', 'Group 4', 'JPEG', 'LZW', 'RLE', 'Zip' (or their index). Kind: enum None|BZip|FAX|Group 4|JPEG|LZW|RLE|Zip; default 'None'."""
+    @CompressType.setter
+    def CompressType(self, value: str | int) -> None: ...
+    @property
+    def CompressType_RBV(self) -> str:
+        """TIFF compression: None, LZW, RLE (PackBits), Zip Choices: 'None', 'BZip', 'FAX', 'Group 4', 'JPEG', 'LZW', 'RLE', 'Zip' (or their index). Kind: enum None|BZip|FAX|Group 4|JPEG|LZW|RLE|Zip; default 'None'."""
+
 class _transformNDPluginTransformParams:
     @property
     def Type(self) -> str:
@@ -3740,6 +4455,211 @@ class _attributeNDPluginAttributeParams:
     @property
     def Reset_RBV(self) -> str:
         """Zero every Value, ValueSum and time series Choices: 'Done Reset', 'Reset' (or their index). Kind: enum Done Reset|Reset; default 'Done Reset'."""
+
+class _attrplotNDPluginAttrPlotParams:
+    @property
+    def NPts(self) -> float:
+        """Number of cached points Kind: float64; default 0.0."""
+    @property
+    def Reset(self) -> float:
+        """A write clears the cache; the next frame's attributes are taken anew Kind: float64; default 0.0."""
+    @Reset.setter
+    def Reset(self, value: float) -> None: ...
+    @property
+    def Reset_RBV(self) -> float:
+        """A write clears the cache; the next frame's attributes are taken anew Kind: float64; default 0.0."""
+    @property
+    def Attr0(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr1(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr2(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr3(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr4(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr5(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr6(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr7(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr8(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr9(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr10(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr11(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr12(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr13(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr14(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr15(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr16(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr17(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr18(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr19(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr20(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr21(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr22(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr23(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr24(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr25(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr26(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr27(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr28(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr29(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr30(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr31(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr32(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr33(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr34(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr35(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr36(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr37(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr38(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr39(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr40(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr41(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr42(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr43(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr44(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr45(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr46(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr47(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr48(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr49(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr50(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr51(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr52(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr53(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr54(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr55(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr56(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr57(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr58(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr59(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr60(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr61(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr62(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
+    @property
+    def Attr63(self) -> str:
+        """Name of a tracked attribute (its index is the DataSelect value) Kind: string; default ''."""
 
 class _posNDPosPluginParams:
     @property
@@ -4144,11 +5064,23 @@ class PvaPort(Port, _pvaNDPluginPvaParams, _NDPluginBaseParams, _NDArrayBasePara
 class TiffPort(Port, _tiffNDFileTIFFParams, _NDPluginBaseParams, _NDArrayBaseParams):
     """A `tiff` port: its parameters as attributes."""
 
+class NetcdfPort(Port, _netcdfNDFileNetCDFParams, _NDPluginBaseParams, _NDArrayBaseParams):
+    """A `netcdf` port: its parameters as attributes."""
+
+class NexusPort(Port, _nexusNDFileNexusParams, _NDPluginBaseParams, _NDArrayBaseParams):
+    """A `nexus` port: its parameters as attributes."""
+
 class Hdf5Port(Port, _hdf5NDFileHDF5Params, _NDPluginBaseParams, _NDArrayBaseParams):
     """A `hdf5` port: its parameters as attributes."""
 
 class JpegPort(Port, _jpegNDFileJPEGParams, _NDPluginBaseParams, _NDArrayBaseParams):
     """A `jpeg` port: its parameters as attributes."""
+
+class NullPort(Port, _nullNDFileNullParams, _NDPluginBaseParams, _NDArrayBaseParams):
+    """A `null` port: its parameters as attributes."""
+
+class MagickPort(Port, _magickNDFileMagickParams, _NDPluginBaseParams, _NDArrayBaseParams):
+    """A `magick` port: its parameters as attributes."""
 
 class TransformPort(Port, _transformNDPluginTransformParams, _NDPluginBaseParams, _NDArrayBaseParams):
     """A `transform` port: its parameters as attributes."""
@@ -4170,6 +5102,9 @@ class CircularbuffPort(Port, _circularbuffNDPluginCircularBuffParams, _NDPluginB
 
 class AttributePort(Port, _attributeNDPluginAttributeParams, _NDPluginBaseParams, _NDArrayBaseParams):
     """A `attribute` port: its parameters as attributes."""
+
+class AttrplotPort(Port, _attrplotNDPluginAttrPlotParams, _NDPluginBaseParams, _NDArrayBaseParams):
+    """A `attrplot` port: its parameters as attributes."""
 
 class PosPort(Port, _posNDPosPluginParams, _NDPluginBaseParams, _NDArrayBaseParams):
     """A `pos` port: its parameters as attributes."""
@@ -4218,9 +5153,17 @@ class Pipeline:
     @overload
     def add(self, type_name: Literal['tiff'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., FilePath: str = ..., CreateDirectory: int = ..., FileName: str = ..., FileNumber: int = ..., AutoIncrement: str | int = ..., FileTemplate: str = ..., AutoSave: str | int = ..., WriteFile: str | int = ..., ReadFile: str | int = ..., FileWriteMode: str | int = ..., Capture: str | int = ..., NumCapture: int = ..., FreeCapture: str | int = ..., DeleteDriverFile: str | int = ..., LazyOpen: str | int = ..., TempSuffix: str = ..., FileFormat: str | int = ...) -> TiffPort: ...
     @overload
+    def add(self, type_name: Literal['netcdf'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., FilePath: str = ..., CreateDirectory: int = ..., FileName: str = ..., FileNumber: int = ..., AutoIncrement: str | int = ..., FileTemplate: str = ..., AutoSave: str | int = ..., WriteFile: str | int = ..., ReadFile: str | int = ..., FileWriteMode: str | int = ..., Capture: str | int = ..., NumCapture: int = ..., FreeCapture: str | int = ..., DeleteDriverFile: str | int = ..., LazyOpen: str | int = ..., TempSuffix: str = ..., FileFormat: str | int = ...) -> NetcdfPort: ...
+    @overload
+    def add(self, type_name: Literal['nexus'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., FilePath: str = ..., CreateDirectory: int = ..., FileName: str = ..., FileNumber: int = ..., AutoIncrement: str | int = ..., FileTemplate: str = ..., AutoSave: str | int = ..., WriteFile: str | int = ..., ReadFile: str | int = ..., FileWriteMode: str | int = ..., Capture: str | int = ..., NumCapture: int = ..., FreeCapture: str | int = ..., DeleteDriverFile: str | int = ..., LazyOpen: str | int = ..., TempSuffix: str = ..., FileFormat: str | int = ..., TemplateFilePath: str = ..., TemplateFileName: str = ...) -> NexusPort: ...
+    @overload
     def add(self, type_name: Literal['hdf5'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., FilePath: str = ..., CreateDirectory: int = ..., FileName: str = ..., FileNumber: int = ..., AutoIncrement: str | int = ..., FileTemplate: str = ..., AutoSave: str | int = ..., WriteFile: str | int = ..., ReadFile: str | int = ..., FileWriteMode: str | int = ..., Capture: str | int = ..., NumCapture: int = ..., FreeCapture: str | int = ..., DeleteDriverFile: str | int = ..., LazyOpen: str | int = ..., TempSuffix: str = ..., FlushNow: str | int = ..., ChunkSizeAuto: str | int = ..., NumColChunks: int = ..., NumRowChunks: int = ..., ChunkSize2: int = ..., ChunkSize3: int = ..., ChunkSize4: int = ..., ChunkSize5: int = ..., ChunkSize6: int = ..., ChunkSize7: int = ..., ChunkSize8: int = ..., ChunkSize9: int = ..., NumFramesChunks: int = ..., NDAttributeChunk: int = ..., BoundaryAlign: int = ..., BoundaryThreshold: int = ..., StoreAttr: str | int = ..., StorePerform: str | int = ..., NumFramesFlush: int = ..., Compression: str | int = ..., NumDataBits: int = ..., DataBitsOffset: int = ..., SZipNumPixels: int = ..., ZLevel: int = ..., BloscShuffle: str | int = ..., BloscCompressor: str | int = ..., BloscLevel: int = ..., JPEGQuality: int = ..., SWMRMode: str | int = ..., FillValue: float = ..., FileFormat: str | int = ..., NumExtraDims: int = ..., ExtraDimSizeN: int = ..., ExtraDimSizeX: int = ..., ExtraDimSizeY: int = ..., ExtraDimSize3: int = ..., ExtraDimSize4: int = ..., ExtraDimSize5: int = ..., ExtraDimSize6: int = ..., ExtraDimSize7: int = ..., ExtraDimSize8: int = ..., ExtraDimSize9: int = ..., ExtraDimChunkX: int = ..., ExtraDimChunkY: int = ..., ExtraDimChunk3: int = ..., ExtraDimChunk4: int = ..., ExtraDimChunk5: int = ..., ExtraDimChunk6: int = ..., ExtraDimChunk7: int = ..., ExtraDimChunk8: int = ..., ExtraDimChunk9: int = ..., DimAttDatasets: str | int = ..., XMLFileName: str = ..., PositionMode: str | int = ..., PosNameDimN: str = ..., PosNameDimX: str = ..., PosNameDimY: str = ..., PosNameDim3: str = ..., PosNameDim4: str = ..., PosNameDim5: str = ..., PosNameDim6: str = ..., PosNameDim7: str = ..., PosNameDim8: str = ..., PosNameDim9: str = ..., PosIndexDimN: str = ..., PosIndexDimX: str = ..., PosIndexDimY: str = ..., PosIndexDim3: str = ..., PosIndexDim4: str = ..., PosIndexDim5: str = ..., PosIndexDim6: str = ..., PosIndexDim7: str = ..., PosIndexDim8: str = ..., PosIndexDim9: str = ...) -> Hdf5Port: ...
     @overload
     def add(self, type_name: Literal['jpeg'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., FilePath: str = ..., CreateDirectory: int = ..., FileName: str = ..., FileNumber: int = ..., AutoIncrement: str | int = ..., FileTemplate: str = ..., AutoSave: str | int = ..., WriteFile: str | int = ..., ReadFile: str | int = ..., FileWriteMode: str | int = ..., Capture: str | int = ..., NumCapture: int = ..., FreeCapture: str | int = ..., DeleteDriverFile: str | int = ..., LazyOpen: str | int = ..., TempSuffix: str = ..., JPEGQuality: int = ..., FileFormat: str | int = ...) -> JpegPort: ...
+    @overload
+    def add(self, type_name: Literal['null'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., FilePath: str = ..., CreateDirectory: int = ..., FileName: str = ..., FileNumber: int = ..., AutoIncrement: str | int = ..., FileTemplate: str = ..., AutoSave: str | int = ..., WriteFile: str | int = ..., ReadFile: str | int = ..., FileWriteMode: str | int = ..., Capture: str | int = ..., NumCapture: int = ..., FreeCapture: str | int = ..., DeleteDriverFile: str | int = ..., LazyOpen: str | int = ..., TempSuffix: str = ..., FileFormat: str | int = ...) -> NullPort: ...
+    @overload
+    def add(self, type_name: Literal['magick'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., FilePath: str = ..., CreateDirectory: int = ..., FileName: str = ..., FileNumber: int = ..., AutoIncrement: str | int = ..., FileTemplate: str = ..., AutoSave: str | int = ..., WriteFile: str | int = ..., ReadFile: str | int = ..., FileWriteMode: str | int = ..., Capture: str | int = ..., NumCapture: int = ..., FreeCapture: str | int = ..., DeleteDriverFile: str | int = ..., LazyOpen: str | int = ..., TempSuffix: str = ..., FileFormat: str | int = ..., Quality: int = ..., BitDepth: str | int = ..., CompressType: str | int = ...) -> MagickPort: ...
     @overload
     def add(self, type_name: Literal['transform'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., Type: str | int = ...) -> TransformPort: ...
     @overload
@@ -4235,6 +5178,8 @@ class Pipeline:
     def add(self, type_name: Literal['circularbuff'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., Capture: str | int = ..., TriggerA: str = ..., TriggerB: str = ..., TriggerCalc: str = ..., PreCount: int = ..., PostCount: int = ..., Trigger: str | int = ..., PresetTriggerCount: int = ..., FlushOnSoftTrg: str | int = ...) -> CircularbuffPort: ...
     @overload
     def add(self, type_name: Literal['attribute'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., Reset: str | int = ...) -> AttributePort: ...
+    @overload
+    def add(self, type_name: Literal['attrplot'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., Reset: float = ...) -> AttrplotPort: ...
     @overload
     def add(self, type_name: Literal['pos'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., Filename: str = ..., Running: str | int = ..., Reset: str | int = ..., Delete: str | int = ..., Mode: str | int = ..., Missing: int = ..., Duplicate: int = ..., IDName: str = ..., IDStart: int = ..., IDDifference: int = ...) -> PosPort: ...
     @overload
