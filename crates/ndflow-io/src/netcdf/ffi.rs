@@ -42,46 +42,188 @@ pub const NC_UNLIMITED: usize = 0;
 /// The variable id of global attributes.
 pub const NC_GLOBAL: c_int = -1;
 
-#[link(name = "netcdf")]
-extern "C" {
-    fn nc_create(path: *const c_char, cmode: c_int, ncidp: *mut c_int) -> c_int;
-    fn nc_set_fill(ncid: c_int, fillmode: c_int, old_modep: *mut c_int) -> c_int;
-    fn nc_def_dim(ncid: c_int, name: *const c_char, len: usize, idp: *mut c_int) -> c_int;
-    fn nc_def_var(
-        ncid: c_int,
-        name: *const c_char,
-        xtype: NcType,
-        ndims: c_int,
-        dimidsp: *const c_int,
-        varidp: *mut c_int,
-    ) -> c_int;
-    fn nc_put_att_text(
-        ncid: c_int,
-        varid: c_int,
-        name: *const c_char,
-        len: usize,
-        op: *const c_char,
-    ) -> c_int;
-    fn nc_put_att(
-        ncid: c_int,
-        varid: c_int,
-        name: *const c_char,
-        xtype: NcType,
-        len: usize,
-        op: *const c_void,
-    ) -> c_int;
-    fn nc_enddef(ncid: c_int) -> c_int;
-    fn nc_put_vara(
-        ncid: c_int,
-        varid: c_int,
-        startp: *const usize,
-        countp: *const usize,
-        op: *const c_void,
-    ) -> c_int;
-    fn nc_sync(ncid: c_int) -> c_int;
-    fn nc_close(ncid: c_int) -> c_int;
-    fn nc_strerror(ncerr: c_int) -> *const c_char;
-    fn nc_initialize() -> c_int;
+// libnetcdf is loaded when the first netCDF file is created, not linked: the binary and the
+// Python wheel then start (and the wheel stays small: linking it pulls in curl, TLS, Kerberos,
+// LDAP and ICU) on machines without it, and only the `netcdf` port asks for it.
+
+/// The shared objects tried, newest soname first.
+const LIBRARY_NAMES: &[&str] = &[
+    "libnetcdf.so.22",
+    "libnetcdf.so.19",
+    "libnetcdf.so.15",
+    "libnetcdf.so",
+];
+
+/// A status no libnetcdf call returns: the library is not loaded.
+const NOT_LOADED: c_int = -100_000;
+
+type CreateFn = unsafe extern "C" fn(*const c_char, c_int, *mut c_int) -> c_int;
+type SetFillFn = unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int;
+type DefDimFn = unsafe extern "C" fn(c_int, *const c_char, usize, *mut c_int) -> c_int;
+type DefVarFn =
+    unsafe extern "C" fn(c_int, *const c_char, NcType, c_int, *const c_int, *mut c_int) -> c_int;
+type PutAttTextFn =
+    unsafe extern "C" fn(c_int, c_int, *const c_char, usize, *const c_char) -> c_int;
+type PutAttFn =
+    unsafe extern "C" fn(c_int, c_int, *const c_char, NcType, usize, *const c_void) -> c_int;
+type IdFn = unsafe extern "C" fn(c_int) -> c_int;
+type PutVaraFn =
+    unsafe extern "C" fn(c_int, c_int, *const usize, *const usize, *const c_void) -> c_int;
+type StrErrorFn = unsafe extern "C" fn(c_int) -> *const c_char;
+type InitFn = unsafe extern "C" fn() -> c_int;
+
+/// The functions of the loaded library (the `Library` keeps them mapped).
+struct Lib {
+    _lib: libloading::Library,
+    create: CreateFn,
+    set_fill: SetFillFn,
+    def_dim: DefDimFn,
+    def_var: DefVarFn,
+    put_att_text: PutAttTextFn,
+    put_att: PutAttFn,
+    enddef: IdFn,
+    put_vara: PutVaraFn,
+    sync: IdFn,
+    close: IdFn,
+    strerror: StrErrorFn,
+    initialize: InitFn,
+}
+
+static LIB: OnceLock<Result<Lib, String>> = OnceLock::new();
+
+fn load() -> Result<Lib, String> {
+    let mut tried = Vec::new();
+    for name in LIBRARY_NAMES {
+        // SAFETY: loading runs libnetcdf's ELF initialisers, which set up only its own state
+        // (its dispatch tables); nothing else of the process is touched.
+        match unsafe { libloading::Library::new(name) } {
+            Ok(lib) => return bind(lib).map_err(|e| format!("{name}: {e}")),
+            Err(e) => tried.push(format!("{name}: {e}")),
+        }
+    }
+    Err(format!(
+        "cannot load libnetcdf ({}); install it (Debian/Ubuntu: apt-get install libnetcdf-dev)",
+        tried.join("; ")
+    ))
+}
+
+fn bind(lib: libloading::Library) -> Result<Lib, libloading::Error> {
+    macro_rules! sym {
+        ($name:literal) => {{
+            // SAFETY: the symbol is libnetcdf's public function of that name, whose C
+            // prototype (netcdf.h) is the function pointer type it is read as.
+            let f = unsafe { lib.get(concat!($name, "\0").as_bytes()) }?;
+            *f
+        }};
+    }
+    Ok(Lib {
+        create: sym!("nc_create"),
+        set_fill: sym!("nc_set_fill"),
+        def_dim: sym!("nc_def_dim"),
+        def_var: sym!("nc_def_var"),
+        put_att_text: sym!("nc_put_att_text"),
+        put_att: sym!("nc_put_att"),
+        enddef: sym!("nc_enddef"),
+        put_vara: sym!("nc_put_vara"),
+        sync: sym!("nc_sync"),
+        close: sym!("nc_close"),
+        strerror: sym!("nc_strerror"),
+        initialize: sym!("nc_initialize"),
+        _lib: lib,
+    })
+}
+
+/// The library, loaded on first use.
+fn lib() -> io::Result<&'static Lib> {
+    LIB.get_or_init(load)
+        .as_ref()
+        .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e.clone()))
+}
+
+/// The library once loaded; calls made before (impossible: an [`NcFile`] exists only after a
+/// load) return [`NOT_LOADED`].
+fn loaded() -> Option<&'static Lib> {
+    LIB.get().and_then(|r| r.as_ref().ok())
+}
+
+// Thin wrappers with libnetcdf's names and contracts (each `unsafe fn` has the contract of the
+// C function it calls).
+
+unsafe fn nc_create(path: *const c_char, cmode: c_int, ncidp: *mut c_int) -> c_int {
+    // SAFETY: the caller upholds nc_create's contract.
+    loaded().map_or(NOT_LOADED, |l| unsafe { (l.create)(path, cmode, ncidp) })
+}
+unsafe fn nc_set_fill(ncid: c_int, fillmode: c_int, old_modep: *mut c_int) -> c_int {
+    // SAFETY: the caller upholds nc_set_fill's contract.
+    loaded().map_or(NOT_LOADED, |l| unsafe {
+        (l.set_fill)(ncid, fillmode, old_modep)
+    })
+}
+unsafe fn nc_def_dim(ncid: c_int, name: *const c_char, len: usize, idp: *mut c_int) -> c_int {
+    // SAFETY: the caller upholds nc_def_dim's contract.
+    loaded().map_or(NOT_LOADED, |l| unsafe { (l.def_dim)(ncid, name, len, idp) })
+}
+unsafe fn nc_def_var(
+    ncid: c_int,
+    name: *const c_char,
+    xtype: NcType,
+    ndims: c_int,
+    dimidsp: *const c_int,
+    varidp: *mut c_int,
+) -> c_int {
+    // SAFETY: the caller upholds nc_def_var's contract.
+    loaded().map_or(NOT_LOADED, |l| unsafe {
+        (l.def_var)(ncid, name, xtype, ndims, dimidsp, varidp)
+    })
+}
+unsafe fn nc_put_att_text(
+    ncid: c_int,
+    varid: c_int,
+    name: *const c_char,
+    len: usize,
+    op: *const c_char,
+) -> c_int {
+    // SAFETY: the caller upholds nc_put_att_text's contract.
+    loaded().map_or(NOT_LOADED, |l| unsafe {
+        (l.put_att_text)(ncid, varid, name, len, op)
+    })
+}
+unsafe fn nc_put_att(
+    ncid: c_int,
+    varid: c_int,
+    name: *const c_char,
+    xtype: NcType,
+    len: usize,
+    op: *const c_void,
+) -> c_int {
+    // SAFETY: the caller upholds nc_put_att's contract.
+    loaded().map_or(NOT_LOADED, |l| unsafe {
+        (l.put_att)(ncid, varid, name, xtype, len, op)
+    })
+}
+unsafe fn nc_enddef(ncid: c_int) -> c_int {
+    // SAFETY: the caller upholds nc_enddef's contract.
+    loaded().map_or(NOT_LOADED, |l| unsafe { (l.enddef)(ncid) })
+}
+unsafe fn nc_put_vara(
+    ncid: c_int,
+    varid: c_int,
+    startp: *const usize,
+    countp: *const usize,
+    op: *const c_void,
+) -> c_int {
+    // SAFETY: the caller upholds nc_put_vara's contract.
+    loaded().map_or(NOT_LOADED, |l| unsafe {
+        (l.put_vara)(ncid, varid, startp, countp, op)
+    })
+}
+unsafe fn nc_sync(ncid: c_int) -> c_int {
+    // SAFETY: the caller upholds nc_sync's contract.
+    loaded().map_or(NOT_LOADED, |l| unsafe { (l.sync)(ncid) })
+}
+unsafe fn nc_close(ncid: c_int) -> c_int {
+    // SAFETY: the caller upholds nc_close's contract.
+    loaded().map_or(NOT_LOADED, |l| unsafe { (l.close)(ncid) })
 }
 
 /// Serialises every libnetcdf call in the process.
@@ -89,16 +231,17 @@ static NC_LOCK: Mutex<()> = Mutex::new(());
 
 /// libnetcdf's one-time initialisation, under hdf5-metno's lock since it calls libhdf5
 /// (another thread may be writing HDF5 files). Returns its status (the first call's).
-fn initialize() -> c_int {
+fn initialize() -> io::Result<c_int> {
+    let l = lib()?;
     static STATUS: OnceLock<c_int> = OnceLock::new();
-    *STATUS.get_or_init(|| {
+    Ok(*STATUS.get_or_init(|| {
         hdf5_metno::sync::sync(|| {
             let _g = NC_LOCK.lock();
             // SAFETY: no arguments; called once, before any other nc_* call of this process,
             // with both libnetcdf's and libhdf5's callers locked out.
-            unsafe { nc_initialize() }
+            unsafe { (l.initialize)() }
         })
-    })
+    }))
 }
 
 /// Bytes per element of a classic-model type.
@@ -113,9 +256,12 @@ pub fn type_size(t: NcType) -> Option<usize> {
 }
 
 fn error(what: &str, status: c_int) -> io::Error {
+    let Some(l) = loaded().filter(|_| status != NOT_LOADED) else {
+        return io::Error::other(format!("netCDF {what}: libnetcdf is not loaded"));
+    };
     // SAFETY: nc_strerror returns a pointer to a static NUL-terminated string for any code
     // (unknown codes give a generic message), never null.
-    let msg = unsafe { CStr::from_ptr(nc_strerror(status)) };
+    let msg = unsafe { CStr::from_ptr((l.strerror)(status)) };
     io::Error::other(format!("netCDF {what}: {}", msg.to_string_lossy()))
 }
 
@@ -152,7 +298,7 @@ impl NcFile {
     pub fn create(path: &Path, cdf5: bool) -> io::Result<NcFile> {
         let name = c_name(&path.to_string_lossy())?;
         let mode = NC_CLOBBER | if cdf5 { NC_64BIT_DATA } else { NC_64BIT_OFFSET };
-        check("initialize", initialize())?;
+        check("initialize", initialize()?)?;
         let mut id: c_int = -1;
         let _g = NC_LOCK.lock();
         // SAFETY: `name` is a valid NUL-terminated string alive for the call; `id` is a valid
