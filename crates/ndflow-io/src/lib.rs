@@ -34,6 +34,9 @@ pub mod nexus;
 pub mod null;
 pub mod tiff;
 
+#[cfg(test)]
+mod test_dir;
+
 pub use file::{FileWriterPlugin, Format};
 pub use hdf5::{Hdf5FilePlugin, Hdf5Format};
 pub use jpeg::{JpegFilePlugin, JpegFormat};

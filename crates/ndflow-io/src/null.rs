@@ -69,43 +69,13 @@ pub const PORT: PortType = PortType::plugin(
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use ndflow_core::{AttrValue, NDAttribute, ParamValue, Pool};
     use ndflow_runtime::{Plugin, PluginHarness};
 
     use super::*;
 
-    struct Dir(PathBuf);
-
-    impl Dir {
-        fn new(tag: &str) -> Dir {
-            static N: AtomicUsize = AtomicUsize::new(0);
-            let p = std::env::temp_dir().join(format!(
-                "ndflow-null-{tag}-{}-{}",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            ));
-            let _ = std::fs::remove_dir_all(&p);
-            std::fs::create_dir_all(&p).unwrap();
-            Dir(p)
-        }
-        fn entries(&self) -> Vec<String> {
-            let mut v: Vec<String> = std::fs::read_dir(&self.0)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect();
-            v.sort();
-            v
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::test_dir::Dir;
 
     fn frame(uid: i32, driver_file: Option<&Path>) -> NDArray {
         let data: Vec<u8> = (0..16u8).collect();
