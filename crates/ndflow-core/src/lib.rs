@@ -19,6 +19,7 @@
 
 mod aligned;
 mod attribute;
+pub mod calendar;
 mod datatype;
 mod error;
 pub mod handle;

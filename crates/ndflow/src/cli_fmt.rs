@@ -64,7 +64,7 @@ pub fn stamp_text(t: SystemTime) -> String {
     };
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
+    let (y, m, d) = ndflow_core::calendar::civil_from_days(days);
     format!(
         "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
         sod / 3600,
@@ -83,20 +83,6 @@ pub fn unix_time(secs: i64, nanos: i32) -> SystemTime {
         UNIX_EPOCH - base
     };
     t + std::time::Duration::from_nanos(u64::from(nanos))
-}
-
-/// Year, month, day of a day count from 1970-01-01 (H. Hinnant's `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 /// Seconds for messages: `5`, `0.5`.

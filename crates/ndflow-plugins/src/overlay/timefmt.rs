@@ -30,19 +30,6 @@ const DAYS: [&str; 7] = [
     "Saturday",
 ];
 
-/// (year, month 1..12, day 1..31) of a day count from 1970-01-01 (H. Hinnant's algorithm).
-fn civil(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
 fn day_of_year(y: i64, m: i64, d: i64) -> i64 {
     const BEFORE: [i64; 12] = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
     let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
@@ -53,7 +40,8 @@ fn day_of_year(y: i64, m: i64, d: i64) -> i64 {
 pub fn format(fmt: &str, ts: EpicsTimeStamp) -> String {
     let secs = EPICS_EPOCH_UNIX + i64::from(ts.sec);
     let (days, tod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil(days);
+    let (y, m, d) = ndflow_core::calendar::civil_from_days(days);
+    let (m, d) = (i64::from(m), i64::from(d));
     let (hh, mm, ss) = (tod / 3600, tod / 60 % 60, tod % 60);
     let wday = (days + 4).rem_euclid(7) as usize; // 1970-01-01 was a Thursday
     let month = MONTHS[(m - 1) as usize];
