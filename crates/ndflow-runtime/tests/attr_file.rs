@@ -6,28 +6,9 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use ndflow_core::{AttrValue, NDArray, NDAttribute, ParamDef, ParamValue, SourceType};
-use ndflow_runtime::{Graph, Plugin, PluginError, ProcessContext, PvCell, PvReader};
+use ndflow_core::{AttrValue, NDAttribute, ParamValue, SourceType};
+use ndflow_runtime::{Graph, PvCell, PvReader};
 use parking_lot::Mutex;
-
-/// Keeps the attributes of the last frame it was given.
-#[derive(Default)]
-struct Recorder {
-    last: Mutex<Vec<NDAttribute>>,
-}
-
-impl Plugin for Recorder {
-    fn plugin_type(&self) -> &'static str {
-        "Recorder"
-    }
-    fn params(&self) -> &'static [ParamDef] {
-        &[]
-    }
-    fn process(&self, input: &Arc<NDArray>, _: &mut ProcessContext<'_>) -> Result<(), PluginError> {
-        *self.last.lock() = input.attributes.clone();
-        Ok(())
-    }
-}
 
 fn attr(rec: &Recorder, name: &str) -> Option<NDAttribute> {
     rec.last.lock().iter().find(|a| a.name == name).cloned()

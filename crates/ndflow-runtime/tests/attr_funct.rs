@@ -9,8 +9,6 @@ use ndflow_core::{
     AttrValue, NDArray, NDAttribute, ParamDef, ParamStore, ParamValue, Pool, SourceType,
 };
 use ndflow_runtime::attr_file::{AttributeList, LoadError};
-use ndflow_runtime::{Plugin, PluginError, ProcessContext};
-use parking_lot::Mutex;
 
 /// A port with per-address records, as ROIStat's `1:Total`, `2:Total`.
 const TABLE: &[ParamDef] = &[
@@ -210,25 +208,6 @@ fn param_addr_reads_the_record_of_that_address() {
         panic!("a bad address")
     };
     assert!(msg.contains("addr 'one'"), "{msg}");
-}
-
-/// Keeps the attributes of the last frame it was given.
-#[derive(Default)]
-struct Recorder {
-    last: Mutex<Vec<NDAttribute>>,
-}
-
-impl Plugin for Recorder {
-    fn plugin_type(&self) -> &'static str {
-        "Recorder"
-    }
-    fn params(&self) -> &'static [ParamDef] {
-        &[]
-    }
-    fn process(&self, input: &Arc<NDArray>, _: &mut ProcessContext<'_>) -> Result<(), PluginError> {
-        *self.last.lock() = input.attributes.clone();
-        Ok(())
-    }
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ndflow_core::{NDArray, ParamDef, ParamStore, Pool};
+use ndflow_core::{NDArray, NDAttribute, ParamDef, ParamStore, Pool};
 use ndflow_runtime::{Driver, DriverError, Graph, Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
@@ -126,4 +126,23 @@ pub fn wait_done(g: &Graph) {
         g.wait_idle(Duration::from_secs(30)),
         "graph did not go idle"
     );
+}
+
+/// Keeps the attributes of the last frame it was given.
+#[derive(Default)]
+pub struct Recorder {
+    pub last: Mutex<Vec<NDAttribute>>,
+}
+
+impl Plugin for Recorder {
+    fn plugin_type(&self) -> &'static str {
+        "Recorder"
+    }
+    fn params(&self) -> &'static [ParamDef] {
+        &[]
+    }
+    fn process(&self, input: &Arc<NDArray>, _: &mut ProcessContext<'_>) -> Result<(), PluginError> {
+        *self.last.lock() = input.attributes.clone();
+        Ok(())
+    }
 }
