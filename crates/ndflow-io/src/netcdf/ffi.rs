@@ -282,6 +282,17 @@ fn c_name(name: &str) -> io::Result<CString> {
     })
 }
 
+/// A number type whose memory layout is the one libnetcdf reads for its `nc_type`.
+trait AttNumber {
+    const NC_TYPE: NcType;
+}
+impl AttNumber for i32 {
+    const NC_TYPE: NcType = NC_INT;
+}
+impl AttNumber for f64 {
+    const NC_TYPE: NcType = NC_DOUBLE;
+}
+
 /// One netCDF file being written (define mode until [`NcFile::enddef`]). Closed on drop.
 pub struct NcFile {
     id: c_int,
@@ -370,33 +381,30 @@ impl NcFile {
 
     /// An NC_INT attribute of `var` (or [`NC_GLOBAL`]).
     pub fn put_att_i32(&mut self, var: c_int, name: &str, values: &[i32]) -> io::Result<()> {
-        let n = c_name(name)?;
-        let _g = NC_LOCK.lock();
-        // SAFETY: open file id, valid name; `values` holds `values.len()` i32, the memory
-        // type nc_put_att reads for NC_INT.
-        check(&format!("attribute {name}"), unsafe {
-            nc_put_att(
-                self.id,
-                var,
-                n.as_ptr(),
-                NC_INT,
-                values.len(),
-                values.as_ptr().cast(),
-            )
-        })
+        self.put_att_numbers(var, name, values)
     }
 
     /// An NC_DOUBLE attribute of `var` (or [`NC_GLOBAL`]).
     pub fn put_att_f64(&mut self, var: c_int, name: &str, values: &[f64]) -> io::Result<()> {
+        self.put_att_numbers(var, name, values)
+    }
+
+    fn put_att_numbers<T: AttNumber>(
+        &mut self,
+        var: c_int,
+        name: &str,
+        values: &[T],
+    ) -> io::Result<()> {
         let n = c_name(name)?;
         let _g = NC_LOCK.lock();
-        // SAFETY: as put_att_i32, with f64 for NC_DOUBLE.
+        // SAFETY: open file id, valid name; `values` holds `values.len()` elements of `T`,
+        // the memory type nc_put_att reads for `T::NC_TYPE` (see [`AttNumber`]).
         check(&format!("attribute {name}"), unsafe {
             nc_put_att(
                 self.id,
                 var,
                 n.as_ptr(),
-                NC_DOUBLE,
+                T::NC_TYPE,
                 values.len(),
                 values.as_ptr().cast(),
             )
