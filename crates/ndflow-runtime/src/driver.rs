@@ -2,7 +2,9 @@
 //! thread (ADDriver's behaviour) owns timing, ImageMode counting, state,
 //! uniqueId, timestamps, counters and fan-out; a driver only produces pixels.
 
-use ndflow_core::{NDArray, ParamDef, ParamStore, Pool};
+use std::sync::Arc;
+
+use ndflow_core::{NDArray, ParamDef, ParamStore, ParamValue, Pool};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -13,9 +15,16 @@ pub enum DriverError {
     /// the acquisition thread checks Acquire and calls `acquire` again.
     #[error("no frame available yet")]
     NoFrame,
+    /// The acquisition is complete (a driver that [`Driver::paces_itself`] decides when).
+    #[error("acquisition complete")]
+    Finished,
     #[error("{0}")]
     Other(String),
 }
+
+/// Called after every external write to one of the port's parameters (a PV put, the config
+/// file, the Python API), on the writer's thread: it must only queue work.
+pub type PutHandler = Box<dyn Fn(usize, &ParamValue) + Send + Sync>;
 
 /// A detector driver. Runs on its own acquisition thread, so `&mut self` is fine.
 pub trait Driver: Send + 'static {
@@ -42,5 +51,22 @@ pub trait Driver: Send + 'static {
     /// timestamps are kept instead of being assigned by the acquisition thread.
     fn keeps_frame_identity(&self) -> bool {
         false
+    }
+    /// True for drivers that keep the frame's timestamp but take the port's uniqueId (a
+    /// detector's own clock, EIGER's StreamAsTSSource).
+    fn keeps_timestamp(&self) -> bool {
+        self.keeps_frame_identity()
+    }
+    /// True for drivers whose hardware times the frames and decides when the acquisition
+    /// ends (a detector armed over the network): the acquisition thread then waits no
+    /// exposure or period and counts no ImageMode; it ends on [`DriverError::Finished`] or
+    /// when Acquire goes to 0.
+    fn paces_itself(&self) -> bool {
+        false
+    }
+    /// A driver that acts on a write at once, whether or not it is acquiring (a setting sent
+    /// to the detector), returns its handler here; called once, after `init`.
+    fn put_handler(&mut self, _params: &Arc<ParamStore>) -> Option<PutHandler> {
+        None
     }
 }

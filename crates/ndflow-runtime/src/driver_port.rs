@@ -11,7 +11,7 @@ use ndflow_core::{CoreError, NDArray, ParamStore, ParamValue, Pool};
 use parking_lot::{Condvar, Mutex};
 
 use crate::attr_file::PortAttributes;
-use crate::driver::{Driver, DriverError};
+use crate::driver::{Driver, DriverError, PutHandler};
 use crate::meta::FrameMeta;
 use crate::plugin_port::Fanout;
 use crate::port_params::{ArrayBaseParams, DetectorState, DriverBase};
@@ -49,6 +49,8 @@ pub struct DriverPort {
     publish_all: PublishAll,
     /// NDAttributesFile: attached to every frame this driver publishes.
     pub(crate) attrs: PortAttributes,
+    /// The driver's own reaction to external writes (see [`Driver::put_handler`]).
+    put_handler: Option<PutHandler>,
 }
 
 impl DriverPort {
@@ -62,6 +64,7 @@ impl DriverPort {
         let base = DriverBase::of(params.layout());
         base.array.port_name.set(&params, name.to_string());
         driver.init(&params)?;
+        let put_handler = driver.put_handler(&params);
         let max_mb = base.array.pool_max_mem.get(&params);
         let pool = Pool::new((max_mb * 1e6) as usize);
         let port = Arc::new(DriverPort {
@@ -83,6 +86,7 @@ impl DriverPort {
             busy_probe,
             publish_all,
             attrs: PortAttributes::default(),
+            put_handler,
         });
         let p = port.clone();
         let handle = std::thread::Builder::new()
@@ -131,6 +135,9 @@ impl DriverPort {
     pub(crate) fn on_put(self: &Arc<Self>, idx: usize, value: &ParamValue) {
         let (a, d, p) = (&self.base.array, &self.base.driver, &*self.params);
         let v = value.as_f64().unwrap_or(0.0);
+        if let Some(h) = &self.put_handler {
+            h(idx, value);
+        }
         if a.acquire.is(idx) {
             let mut c = self.ctl.lock();
             c.acquire = v != 0.0;
@@ -238,6 +245,11 @@ impl DriverPort {
         // Frames run on an absolute schedule: frame n is due at start + n·period, so the time
         // spent publishing and the wake-up latency of each wait do not add up over a run.
         let mut schedule: Option<(Instant, f64, u32)> = None;
+        let (paced, keep_identity, keep_stamp) = (
+            driver.paces_itself(),
+            driver.keeps_frame_identity(),
+            driver.keeps_timestamp(),
+        );
         while outcome == DetectorState::Idle {
             if !self.ctl.lock().acquire {
                 outcome = DetectorState::Aborted;
@@ -246,8 +258,14 @@ impl DriverPort {
             let t0 = Instant::now();
             self.set_state(DetectorState::Acquire);
             let result = driver.acquire(p, &self.pool);
-            if matches!(result, Err(DriverError::NoFrame)) {
-                continue;
+            match result {
+                Err(DriverError::NoFrame) => continue,
+                Err(DriverError::Finished) => break,
+                Ok(frame) if paced => {
+                    self.publish_frame(frame, keep_identity, keep_stamp);
+                    continue;
+                }
+                _ => {}
             }
             let exposure = d.acquire_time.get(p).max(0.0);
             let left = exposure - t0.elapsed().as_secs_f64();
@@ -257,7 +275,7 @@ impl DriverPort {
             }
             self.set_state(DetectorState::Readout);
             match result {
-                Ok(frame) => self.publish_frame(frame, driver.keeps_frame_identity()),
+                Ok(frame) => self.publish_frame(frame, keep_identity, keep_stamp),
                 Err(DriverError::Core(CoreError::PoolExhausted { .. })) => {
                     self.dropped.fetch_add(1, Ordering::AcqRel);
                 }
@@ -327,10 +345,12 @@ impl DriverPort {
         self.publish(false);
     }
 
-    fn publish_frame(&self, mut frame: NDArray, keep_identity: bool) {
+    fn publish_frame(&self, mut frame: NDArray, keep_identity: bool, keep_stamp: bool) {
         let id = self.array_counter.fetch_add(1, Ordering::AcqRel) + 1;
         if !keep_identity {
             frame.unique_id = id as i32;
+        }
+        if !keep_stamp {
             frame.stamp_now();
         }
         self.images_counter.fetch_add(1, Ordering::AcqRel);
