@@ -2,6 +2,7 @@
 //! ([`simplon`]) and the two ZeroMQ image streams ([`stream`]: v1 multipart JSON, v2 CBOR),
 //! decoded without the pipeline so that each piece is testable on its own.
 
+pub mod decode;
 pub mod params;
 pub mod simplon;
 pub mod stream;
