@@ -4,5 +4,6 @@
 
 pub mod decode;
 pub mod params;
+pub mod series;
 pub mod simplon;
 pub mod stream;
