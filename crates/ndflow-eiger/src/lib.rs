@@ -3,6 +3,7 @@
 //! decoded without the pipeline so that each piece is testable on its own.
 
 pub mod decode;
+pub mod keys;
 pub mod params;
 pub mod series;
 pub mod simplon;
