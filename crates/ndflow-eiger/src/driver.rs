@@ -197,7 +197,7 @@ impl EigerDriver {
     ) -> Option<JoinHandle<Result<(), String>>> {
         let ad = &self.base.driver;
         let mode = ad.trigger_mode.get(params);
-        if !matches!(mode, 0 | 1 | CONTINUOUS) || self.p.manual_trigger.get(params) == 1 {
+        if !matches!(mode, 0 | 1 | CONTINUOUS) || self.p.manual_trigger.get(params) {
             return None;
         }
         let count = if mode == CONTINUOUS {
@@ -206,7 +206,7 @@ impl EigerDriver {
             i64::from(self.p.num_triggers.get(params).max(1))
         };
         let exposure = ad.acquire_time.get(params).max(0.0);
-        let images = f64::from(ad.num_images.get(params).max(1));
+        let images = ad.num_images.get(params).max(1) as f64;
         let period = ad.acquire_period.get(params).max(exposure);
         // A trigger's series takes images × period; allow generously for the detector.
         let timeout = Duration::from_secs_f64((images * period * 2.0 + 30.0).min(86_400.0));
@@ -481,7 +481,7 @@ impl Driver for EigerDriver {
         let expected = self.expected(params);
         let ts_source = self
             .p2
-            .is_some_and(|p2| p2.stream_as_ts_source.get(params) == 1);
+            .is_some_and(|p2| p2.stream_as_ts_source.get(params));
         params.set_many(&[
             self.p.sequence_id.value(id.unwrap_or(0).clamp(0, i64::from(i32::MAX))),
             self.p.armed.value(1),
@@ -492,7 +492,7 @@ impl Driver for EigerDriver {
             rx,
             series: Series::new(expected),
             output: Output {
-                decompress: self.p.stream_decompress.get(params) == 1,
+                decompress: self.p.stream_decompress.get(params),
                 signed: self.p.signed_data.get(params) == 1,
             },
             ts_source,

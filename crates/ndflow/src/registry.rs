@@ -17,6 +17,9 @@ use crate::pva::{self, ImagePvs};
 pub const TYPES: &[&PortType] = &[
     &ndflow_sim::PORT,
     &pva::driver::PORT,
+    &ndflow_eiger::port::EIGER2,
+    &ndflow_eiger::port::EIGER1,
+    &ndflow_eiger::port::PILATUS4,
     &roi::PORT,
     &stats::PORT,
     &process::PORT,
