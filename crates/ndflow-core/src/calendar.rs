@@ -34,7 +34,9 @@ pub fn parse_rfc3339_nanos(s: &str) -> Option<i128> {
     let b = s.as_bytes();
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
         let t = s.get(r)?;
-        t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse().ok())?
+        t.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| t.parse().ok())?
     };
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
         return None;
@@ -102,7 +104,14 @@ mod tests {
             parse_rfc3339_nanos("2023-02-10T13:42:01.123456789123Z").map(|n| n % 1_000_000_000),
             Some(123_456_789)
         );
-        for bad in ["", "2023-02-10", "2023-13-10T00:00:00Z", "2023-02-10T00:00:00", "2023-02-10T00:00:00.Z", "2023-02-10T00:00:00+0100"] {
+        for bad in [
+            "",
+            "2023-02-10",
+            "2023-13-10T00:00:00Z",
+            "2023-02-10T00:00:00",
+            "2023-02-10T00:00:00.Z",
+            "2023-02-10T00:00:00+0100",
+        ] {
             assert_eq!(parse_rfc3339_nanos(bad), None, "{bad}");
         }
     }

@@ -54,6 +54,7 @@ impl Control {
             armed: armed.clone(),
             connected: None,
             detector_values: HashMap::new(),
+            pending: Vec::new(),
         };
         let thread = std::thread::Builder::new()
             .name("ndflow-eiger-ctl".into())
@@ -102,6 +103,9 @@ struct State {
     connected: Option<bool>,
     /// Energies and wavelength as the detector last reported them (for the *Eps checks).
     detector_values: HashMap<&'static str, f64>,
+    /// Settings written while the detector was unreachable, in order: sent when it comes
+    /// back, before its own values are read (the user's last word wins, as it would have).
+    pending: Vec<(usize, ParamValue)>,
 }
 
 /// A record's value as SIMPLON JSON.
@@ -138,14 +142,6 @@ fn from_json(k: &KeyMap, v: &Value) -> Option<ParamValue> {
     })
 }
 
-fn keys_family(f: Family) -> keys::Family {
-    match f {
-        Family::Eiger1 => keys::Family::Eiger1,
-        Family::Eiger2 => keys::Family::Eiger2,
-        Family::Pilatus4 => keys::Family::Pilatus4,
-    }
-}
-
 fn unreachable(e: &SimplonError) -> bool {
     matches!(
         e,
@@ -172,7 +168,7 @@ impl State {
     }
 
     fn entries(&self) -> impl Iterator<Item = &'static KeyMap> {
-        keys::for_family(keys_family(self.family))
+        keys::for_family(self.family)
     }
 
     /// Sets the record of `k` from the detector's `value`.
@@ -218,6 +214,17 @@ impl State {
     /// Status once a second; everything after a (re)connection.
     fn poll(&mut self) {
         let fresh = self.connected != Some(true);
+        if fresh && !self.pending.is_empty() {
+            if let Err(e) = self.simplon.get_status(Subsystem::Detector, "state") {
+                return self.lost(&e);
+            }
+            for (idx, v) in std::mem::take(&mut self.pending) {
+                self.on_put(idx, &v);
+            }
+            if self.connected == Some(false) {
+                return; // lost again while catching up; the rest is pending again
+            }
+        }
         let list: Vec<&'static KeyMap> = self
             .entries()
             .filter(|k| fresh || k.section == Section::Status)
@@ -265,7 +272,14 @@ impl State {
         };
         match result {
             Ok(()) => {}
-            Err(e) if unreachable(&e) => self.lost(&e),
+            Err(e) if unreachable(&e) => {
+                if self.connected != Some(false) || self.pending.is_empty() {
+                    tracing::info!("eiger: {name} will be sent when the detector answers");
+                }
+                self.pending.retain(|(i, _)| *i != idx);
+                self.pending.push((idx, v.clone()));
+                self.lost(&e);
+            }
             Err(e) => self.p.error.set(&self.params, e.to_string()),
         }
     }
@@ -325,10 +339,11 @@ impl State {
 
     /// A setting backed by a SIMPLON key: written, then read back with whatever it changed.
     fn write_setting(&mut self, name: &str, v: &ParamValue) -> Result<(), SimplonError> {
-        let Some(k) = keys::lookup(name, keys_family(self.family)) else {
+        let Some(k) = keys::lookup(name, self.family) else {
             return Ok(()); // a record of ndflow's own, or one without a detector side
         };
-        if !matches!(k.access, Access::ReadWrite | Access::WriteOnly) || k.section != Section::Config
+        if !matches!(k.access, Access::ReadWrite | Access::WriteOnly)
+            || k.section != Section::Config
         {
             return Ok(());
         }
@@ -389,18 +404,18 @@ mod tests {
 
     #[test]
     fn values_convert_both_ways() {
-        let k = keys::lookup("TriggerMode", keys::Family::Eiger2).unwrap();
+        let k = keys::lookup("TriggerMode", Family::Eiger2).unwrap();
         assert_eq!(to_json(k, &ParamValue::Int(5)), Some(json!("extg")));
         assert_eq!(from_json(k, &json!("exts")), Some(ParamValue::Int(2)));
         assert_eq!(from_json(k, &json!("nonsense")), None);
-        let k = keys::lookup("FWFree", keys::Family::Eiger2).unwrap();
+        let k = keys::lookup("FWFree", Family::Eiger2).unwrap();
         assert_eq!(from_json(k, &json!(2.5e9)), Some(ParamValue::Float(2.5)));
-        let k = keys::lookup("Error", keys::Family::Eiger2).unwrap();
+        let k = keys::lookup("Error", Family::Eiger2).unwrap();
         assert_eq!(
             from_json(k, &json!(["a", "b"])),
             Some(ParamValue::Str("a, b".into()))
         );
-        let k = keys::lookup("FlatfieldApplied", keys::Family::Eiger1).unwrap();
+        let k = keys::lookup("FlatfieldApplied", Family::Eiger1).unwrap();
         assert_eq!(to_json(k, &ParamValue::Int(1)), Some(json!(true)));
         assert_eq!(from_json(k, &json!(false)), Some(ParamValue::Int(0)));
     }

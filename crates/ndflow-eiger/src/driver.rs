@@ -63,7 +63,6 @@ const CONTINUOUS_TRIGGERS: i64 = 1_000_000;
 
 /// One acquisition in progress.
 struct Run {
-    rx: StreamReceiver,
     series: Series,
     output: Output,
     ts_source: bool,
@@ -86,7 +85,13 @@ pub struct EigerDriver {
     /// Started with the first acquisition (a port built only to list its parameters has none).
     decoder: Option<Ordered<Result<NDArray, MakeError>>>,
     control: Option<Control>,
+    /// The stream socket, connected from the first acquisition on and kept (as ADEiger
+    /// keeps it while DataSource is Stream): a PUSH peer that comes and goes per series
+    /// races the series header, and a PUSH detector hands messages to whoever is connected.
+    rx: Option<(StreamVersion, StreamReceiver)>,
     run: Option<Run>,
+    /// The DataType of the last frame, shown in DataType_RBV.
+    last_type: Option<ndflow_core::DataType>,
 }
 
 fn other(e: impl std::fmt::Display) -> DriverError {
@@ -106,7 +111,9 @@ impl EigerDriver {
             simplon,
             decoder: None,
             control: None,
+            rx: None,
             run: None,
+            last_type: None,
         })
     }
 
@@ -140,7 +147,7 @@ impl EigerDriver {
         let ntrigger = if mode == CONTINUOUS {
             CONTINUOUS_TRIGGERS
         } else {
-            i64::from(p.num_triggers.get(params).max(1))
+            p.num_triggers.get(params).max(1)
         };
         let det = [
             ("trigger_mode", json!(trigger_mode)),
@@ -155,10 +162,7 @@ impl EigerDriver {
                 .map_err(other)?;
         }
         let detail = Self::menu_str(params, p.stream_hdr_detail.index());
-        let mut stream = vec![
-            ("mode", json!("enabled")),
-            ("header_detail", json!(detail)),
-        ];
+        let mut stream = vec![("mode", json!("enabled")), ("header_detail", json!(detail))];
         if self.family != Family::Eiger1 {
             let format = match self.stream_version(params) {
                 StreamVersion::V1 => "legacy",
@@ -203,7 +207,7 @@ impl EigerDriver {
         let count = if mode == CONTINUOUS {
             CONTINUOUS_TRIGGERS
         } else {
-            i64::from(self.p.num_triggers.get(params).max(1))
+            self.p.num_triggers.get(params).max(1)
         };
         let exposure = ad.acquire_time.get(params).max(0.0);
         let images = ad.num_images.get(params).max(1) as f64;
@@ -471,26 +475,25 @@ impl Driver for EigerDriver {
             StreamVersion::V2 => self.ends.stream2_port,
         };
         self.configure(params)?;
-        // Connect before arming: the series header goes out at arm.
-        let rx = StreamReceiver::start(&self.ends.host, port, version)
-            .map_err(|e| other(format!("cannot start the stream receiver: {e}")))?;
+        let stale = self.connect_stream(version, port, params)?;
         let id = self
             .simplon
             .command_with_timeout(Subsystem::Detector, "arm", None, Duration::from_secs(60))
             .map_err(|e| other(format!("cannot arm: {e}")))?;
         let expected = self.expected(params);
-        let ts_source = self
-            .p2
-            .is_some_and(|p2| p2.stream_as_ts_source.get(params));
+        let ts_source = self.p2.is_some_and(|p2| p2.stream_as_ts_source.get(params));
         params.set_many(&[
-            self.p.sequence_id.value(id.unwrap_or(0).clamp(0, i64::from(i32::MAX))),
+            self.p
+                .sequence_id
+                .value(id.unwrap_or(0).clamp(0, i64::from(i32::MAX))),
             self.p.armed.value(1),
             self.p.error.value(String::new()),
         ]);
         let stop_triggers = Arc::new(AtomicBool::new(false));
+        let mut series = Series::new(expected);
+        series.foreign = stale;
         let mut run = Run {
-            rx,
-            series: Series::new(expected),
+            series,
             output: Output {
                 decompress: self.p.stream_decompress.get(params),
                 signed: self.p.signed_data.get(params) == 1,
@@ -529,7 +532,11 @@ impl Driver for EigerDriver {
             } else {
                 POLL
             };
-            match run.rx.recv(wait) {
+            let Some((_, rx)) = self.rx.as_ref() else {
+                return Err(DriverError::Finished);
+            };
+            let _ = run;
+            match rx.recv(wait) {
                 Some(inc) => self.handle(inc, params, pool),
                 None => break,
             }
@@ -565,9 +572,8 @@ impl Driver for EigerDriver {
             }
             self.run = Some(run);
             self.publish_counters(params);
-            self.run = None; // drops the receiver: disconnects from the stream
+            self.run = None;
         }
-        self.p.stream_connection.set(params, 0);
         if let Some(c) = &self.control {
             c.set_armed(false);
             c.poll_now();
@@ -584,6 +590,46 @@ impl Driver for EigerDriver {
 }
 
 impl EigerDriver {
+    /// Connects the stream socket for `version` (once; again when the version changes) and
+    /// waits for the connection before the arm sends the series header. Returns how many
+    /// messages were waiting from before this series (discarded, counted as foreign).
+    fn connect_stream(
+        &mut self,
+        version: StreamVersion,
+        port: u16,
+        params: &ParamStore,
+    ) -> Result<u64, DriverError> {
+        if self.rx.as_ref().is_none_or(|(v, _)| *v != version) {
+            self.rx = None; // the other version's socket goes first
+            let rx = StreamReceiver::start(&self.ends.host, port, version)
+                .map_err(|e| other(format!("cannot start the stream receiver: {e}")))?;
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                match rx.recv(POLL) {
+                    Some(Incoming::Connected) => break,
+                    Some(Incoming::ConnectFailed(why)) if Instant::now() > deadline => {
+                        return Err(other(why));
+                    }
+                    _ if Instant::now() > deadline => {
+                        return Err(other("the stream did not connect in 5 s"));
+                    }
+                    _ => {}
+                }
+            }
+            self.p.stream_connection.set(params, 1);
+            self.rx = Some((version, rx));
+        }
+        let mut stale = 0;
+        if let Some((_, rx)) = &self.rx {
+            while let Some(inc) = rx.try_recv() {
+                if matches!(inc, Incoming::Event(_) | Incoming::Invalid(_)) {
+                    stale += 1;
+                }
+            }
+        }
+        Ok(stale)
+    }
+
     fn in_flight(&self) -> u64 {
         self.decoder.as_ref().map_or(0, Ordered::in_flight)
     }
@@ -598,7 +644,13 @@ impl EigerDriver {
         params: &ParamStore,
     ) -> Result<NDArray, DriverError> {
         match res {
-            Ok(a) => Ok(a),
+            Ok(a) => {
+                if self.last_type != Some(a.data_type) {
+                    self.last_type = Some(a.data_type);
+                    let _ = params.set_by_name("DataType", a.data_type as i64);
+                }
+                Ok(a)
+            }
             Err(MakeError::Pool(e)) => Err(DriverError::Core(e)),
             Err(MakeError::Stream(e)) => {
                 if let Some(run) = self.run.as_mut() {

@@ -86,29 +86,7 @@ pub enum Access {
     ReadOnlyPlain,
 }
 
-/// A detector family, as ADEiger tells them apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Family {
-    Eiger1,
-    Eiger2,
-    Pilatus4,
-}
-
-impl Family {
-    /// ADEiger's rule on `detector/config/description`: "EIGER2" in it means EIGER2, "PILATUS4"
-    /// means PILATUS4, anything else EIGER (1). (ADEiger matches "Eiger2"/"EIGER2" and
-    /// "Pilatus4"/"PILATUS4"; this ignores case.)
-    pub fn from_description(description: &str) -> Family {
-        let d = description.to_ascii_uppercase();
-        if d.contains("EIGER2") {
-            Family::Eiger2
-        } else if d.contains("PILATUS4") {
-            Family::Pilatus4
-        } else {
-            Family::Eiger1
-        }
-    }
-}
+pub use crate::params::Family;
 
 /// The families that have a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

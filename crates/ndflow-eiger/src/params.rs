@@ -224,6 +224,20 @@ pub enum Family {
 }
 
 impl Family {
+    /// ADEiger's rule on `detector/config/description`: "EIGER2" in it means EIGER2, "PILATUS4"
+    /// means PILATUS4, anything else EIGER (1). (ADEiger matches "Eiger2"/"EIGER2" and
+    /// "Pilatus4"/"PILATUS4"; this ignores case.)
+    pub fn from_description(description: &str) -> Family {
+        let d = description.to_ascii_uppercase();
+        if d.contains("EIGER2") {
+            Family::Eiger2
+        } else if d.contains("PILATUS4") {
+            Family::Pilatus4
+        } else {
+            Family::Eiger1
+        }
+    }
+
     pub fn table(self) -> &'static [ParamDef] {
         match self {
             Family::Eiger1 => &EIGER1_TABLE,

@@ -36,9 +36,8 @@ fn build(family: Family, a: &PortArgs<'_>) -> Result<Built, String> {
     if host.is_empty() {
         return Err(format!("Host must name the detector, not \"{rest}\""));
     }
-    let port = |key, default| -> Result<u16, String> {
-        a.int(key, 1..=65535, default).map(|p| p as u16)
-    };
+    let port =
+        |key, default| -> Result<u16, String> { a.int(key, 1..=65535, default).map(|p| p as u16) };
     let ends = Endpoints {
         rest,
         host,

@@ -103,7 +103,11 @@ fn run(endpoint: &str, version: StreamVersion, tx: &Sender<Incoming>, stop: &Ato
     {
         Ok(rt) => rt,
         Err(e) => {
-            deliver(tx, Incoming::ConnectFailed(format!("no runtime: {e}")), stop);
+            deliver(
+                tx,
+                Incoming::ConnectFailed(format!("no runtime: {e}")),
+                stop,
+            );
             return;
         }
     };

@@ -108,9 +108,7 @@ impl Series {
 
     /// Final loss: gaps, or the shortfall against what was announced, whichever is more.
     pub fn settle(&mut self) {
-        let short = self
-            .expected
-            .map_or(0, |n| n.saturating_sub(self.received));
+        let short = self.expected.map_or(0, |n| n.saturating_sub(self.received));
         self.lost = self.gaps.max(short);
     }
 }
@@ -168,7 +166,10 @@ mod tests {
     fn other_series_are_ignored_and_a_lost_start_is_counted() {
         let mut s = Series::new(None);
         s.on_end(4); // the previous series' late end
-        assert!(s.on_image(&image(5, 0)), "the start was lost: the image is kept");
+        assert!(
+            s.on_image(&image(5, 0)),
+            "the start was lost: the image is kept"
+        );
         assert!(!s.on_image(&image(6, 1)));
         s.on_start(start(5)); // late start of this series: taken
         assert!(s.start.is_some());
