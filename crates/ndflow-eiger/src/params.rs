@@ -216,7 +216,7 @@ pub static PILATUS4_TABLE: [ParamDef; LEN4] =
     concat(&[EIGER_BASE_PARAMS, EIGER2_PARAMS, PILATUS4_PARAMS]);
 
 /// The detector families, each a port type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Family {
     Eiger1,
     Eiger2,
