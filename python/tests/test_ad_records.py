@@ -1,9 +1,10 @@
-"""areaDetector interface parity: every user-facing record of ADCore's and ADSimDetector's
+"""areaDetector interface parity: every user-facing record of ADCore's, ADSimDetector's and ADEiger's
 templates (python/tests/data/ad_records.json, a copy of the name contract) is served by a port
 of each type, with the record type's natural PV type and the menu strings in order — over
 pvAccess (p4p) and over Channel Access (pyepics).
 
-A port type serves the union of its templates: drivers NDArrayBase + ADBase + simDetector,
+A port type serves the union of its templates: drivers NDArrayBase + ADBase + their own
+(simDetector; ADEiger's NDFile + eigerBase + eiger1/eiger2/pilatus4),
 plugins NDArrayBase + NDPluginBase + their own, file plugins also NDFile. Records ndflow does
 not serve yet are listed in KNOWN_GAPS with the reason; the test fails on any other miss, and
 also when a listed gap has been closed (so the list only shrinks).
@@ -33,6 +34,11 @@ FILE = PLUGIN + ["NDFile"]
 # (port type, port prefix, templates, extra config lines)
 PORTS = [
     ("sim", "cam1:", ["NDArrayBase", "ADBase", "simDetector"], 'MaxSizeX = 64\nMaxSizeY = 32'),
+    # DECTRIS detectors, each with its ADEiger template set; the detector is not there (a closed
+    # loopback port): every record is served all the same.
+    ("eiger", "eig2:", ["NDArrayBase", "ADBase", "NDFile", "eigerBase", "eiger2"], 'Host = "127.0.0.1:9"'),
+    ("eiger1", "eig1:", ["NDArrayBase", "ADBase", "NDFile", "eigerBase", "eiger1"], 'Host = "127.0.0.1:9"'),
+    ("pilatus4", "p4:", ["NDArrayBase", "ADBase", "NDFile", "eigerBase", "eiger2", "pilatus4"], 'Host = "127.0.0.1:9"'),
     ("roi", "ROI1:", PLUGIN + ["NDROI"], ""),
     ("stats", "Stats1:", PLUGIN + ["NDStats"], ""),
     ("process", "Proc1:", PLUGIN + ["NDProcess"], ""),
@@ -66,6 +72,8 @@ PORTS = [
     ("gather", "Gather1:", PLUGIN, ""),
 ]
 
+DRIVERS = {"sim", "eiger", "eiger1", "pilatus4"}
+
 # Records not served yet, by port type ("*" = every type), with why. Keep this short and honest.
 KNOWN_GAPS = {
 }
@@ -96,7 +104,7 @@ def config():
     lines = [f'prefix = "{P}"', "pva = true", "ca = true"]
     for i, (typ, prefix, _, extra) in enumerate(PORTS):
         lines += ["", "[[port]]", f'name = "P{i}"', f'type = "{typ}"', f'prefix = "{prefix}"']
-        if typ != "sim":
+        if typ not in DRIVERS:
             lines.append('NDArrayPort = "P0"')
         if extra:
             lines.append(extra)

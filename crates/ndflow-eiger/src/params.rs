@@ -3,7 +3,9 @@
 //! templates it loads; a later template's record of the same name replaces the earlier one
 //! (eiger2's TriggerMode adds External Gate; its StreamHdrDetail menu runs None/Basic/All).
 
+use ndflow_core::handle::join;
 use ndflow_core::ParamDef;
+use ndflow_runtime::port_params::NDFILE_PARAMS;
 
 pub const TRIGGER_MODES: &[&str] = &[
     "Internal Series",
@@ -24,6 +26,10 @@ pub const TRIGGER_MODES_2: &[&str] = &[
 ndflow_core::params! {
     /// eigerBase.template: every EIGER, EIGER2 and PILATUS4.
     pub const EIGER_BASE_PARAMS, pub struct EigerBaseParams {
+        // NDFile.template's own FileFormat record (the file plugins declare theirs).
+        file_format: enumeration("FileFormat", &["Undefined", "Invalid"], 0)
+            .readback_choices(&["netCDF", "Undefined"])
+            .doc("File format of FileWriter downloads (not done by ndflow)"),
         description: string("Description", "").read_only().doc("Detector model and serial"),
         sensor_thickness: float64("SensorThickness", 0.0).read_only().doc("Sensor thickness (m)"),
         sensor_material: string("SensorMaterial", "").read_only().doc("Sensor material"),
@@ -186,34 +192,25 @@ ndflow_core::params! {
     }
 }
 
-/// `tables` in one array, for a driver's single table (a later declaration of a name
-/// replaces an earlier one only where it `overrides` it, as across tables).
-const fn concat<const N: usize>(tables: &[&[ParamDef]]) -> [ParamDef; N] {
-    let mut out = [ParamDef::int32("", 0); N];
-    let (mut k, mut t) = (0, 0);
-    while t < tables.len() {
-        let mut i = 0;
-        while i < tables[t].len() {
-            out[k] = tables[t][i];
-            k += 1;
-            i += 1;
-        }
-        t += 1;
-    }
-    assert!(k == N, "concat: N is not the sum of the tables' lengths");
-    out
-}
-
-const LEN1: usize = EIGER_BASE_PARAMS.len() + EIGER1_PARAMS.len();
-const LEN2: usize = EIGER_BASE_PARAMS.len() + EIGER2_PARAMS.len();
+// ADEiger loads NDFile.template too (for its FileWriter download, which ndflow does not do:
+// the records are served so that clients written for ADEiger find them).
+const BASE: usize = NDFILE_PARAMS.len() + EIGER_BASE_PARAMS.len();
+const LEN1: usize = BASE + EIGER1_PARAMS.len();
+const LEN2: usize = BASE + EIGER2_PARAMS.len();
 const LEN4: usize = LEN2 + PILATUS4_PARAMS.len();
-/// EIGER: eigerBase + eiger1.
-pub static EIGER1_TABLE: [ParamDef; LEN1] = concat(&[EIGER_BASE_PARAMS, EIGER1_PARAMS]);
-/// EIGER2: eigerBase + eiger2.
-pub static EIGER2_TABLE: [ParamDef; LEN2] = concat(&[EIGER_BASE_PARAMS, EIGER2_PARAMS]);
-/// PILATUS4: eigerBase + eiger2 + pilatus4.
-pub static PILATUS4_TABLE: [ParamDef; LEN4] =
-    concat(&[EIGER_BASE_PARAMS, EIGER2_PARAMS, PILATUS4_PARAMS]);
+/// EIGER: NDFile + eigerBase + eiger1.
+pub static EIGER1_TABLE: [ParamDef; LEN1] =
+    join(&[NDFILE_PARAMS, EIGER_BASE_PARAMS, EIGER1_PARAMS]);
+/// EIGER2: NDFile + eigerBase + eiger2.
+pub static EIGER2_TABLE: [ParamDef; LEN2] =
+    join(&[NDFILE_PARAMS, EIGER_BASE_PARAMS, EIGER2_PARAMS]);
+/// PILATUS4: NDFile + eigerBase + eiger2 + pilatus4.
+pub static PILATUS4_TABLE: [ParamDef; LEN4] = join(&[
+    NDFILE_PARAMS,
+    EIGER_BASE_PARAMS,
+    EIGER2_PARAMS,
+    PILATUS4_PARAMS,
+]);
 
 /// The detector families, each a port type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

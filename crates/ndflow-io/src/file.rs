@@ -83,34 +83,9 @@ pub trait Format: Send + 'static {
     }
 }
 
-ndflow_core::params! {
-    /// NDFile.template's parameters: the first part of every format's table (see
-    /// [`ndfile_params!`], which also sets FileTemplate's default to the format's extension).
-    pub const NDFILE_PARAMS, pub struct NdFileParams {
-        file_path: string("FilePath", "").long_string().doc("Directory of the files (a trailing / is added)"),
-        file_path_exists: enumeration("FilePathExists", &["No", "Yes"], 0).read_only().doc("Whether FilePath is an existing directory"),
-        create_directory: int32("CreateDirectory", 0).doc("0 none; -N create at most the last N levels; +N require the first N levels"),
-        file_name: string("FileName", "").long_string().doc("Base file name"),
-        file_number: int32("FileNumber", 0).doc("Number of the next file"),
-        auto_increment: yes_no("AutoIncrement", 0).doc("Increment FileNumber after each file"),
-        file_template: string("FileTemplate", "%s%s_%3.3d").long_string().doc("printf of (FilePath, FileName, FileNumber): %s %s %d forms"),
-        full_file_name: string("FullFileName", "").read_only().long_string().doc("Name of the last file written"),
-        auto_save: yes_no("AutoSave", 0).doc("Single: write every frame; Capture: write when the buffer is full"),
-        write_file: enumeration("WriteFile", &["Done", "Write"], 0).readback_choices(&["Done", "Writing"]).busy().doc("Write the latest frame (Single) or the capture buffer (Capture)"),
-        read_file: enumeration("ReadFile", &["Done", "Read"], 0).readback_choices(&["Done", "Reading"]).busy().doc("Read the file FileNumber names back into the pipeline (TIFF); completes when read"),
-        file_write_mode: enumeration("FileWriteMode", &["Single", "Capture", "Stream"], 0).doc("Single / Capture / Stream"),
-        capture: enumeration("Capture", &["Done", "Capture"], 0).readback_choices(&["Done", "Capturing"]).busy().doc("Start (1) / stop (0) Capture or Stream"),
-        num_capture: int32("NumCapture", 1).min(0.0).doc("Frames to capture or stream (Stream: 0 = unlimited)"),
-        num_captured: int32("NumCaptured", 0).read_only().doc("Frames captured or streamed so far"),
-        free_capture: enumeration("FreeCapture", &["Done", "Free"], 0).doc("Discard the capture buffer"),
-        delete_driver_file: yes_no("DeleteDriverFile", 0).doc("Delete the file named by the DriverFileName attribute after writing"),
-        lazy_open: yes_no("LazyOpen", 0).doc("Stream: open the file on the first frame, not on Capture"),
-        temp_suffix: string("TempSuffix", "").doc("Write to name+suffix, rename on close"),
-        write_status: enumeration("WriteStatus", &["Write OK", "Write error"], 0).read_only_plain().doc("Status of the last write"),
-        write_message: string("WriteMessage", "").read_only_plain().long_string().doc("Error message of the last write"),
-        frames_not_written: int32("FramesNotWritten", 0).read_only().doc("Frames lost to write errors"),
-    }
-}
+// NDFile.template's records are declared with the other ADCore base templates (drivers
+// that save files, like ADEiger's FileWriter download, serve them too).
+pub use ndflow_runtime::port_params::{NdFileParams, NDFILE_PARAMS};
 
 /// FileTemplate's position in [`NDFILE_PARAMS`] (checked at compile time).
 const FILE_TEMPLATE_AT: usize = 6;
