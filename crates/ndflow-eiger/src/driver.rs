@@ -153,7 +153,15 @@ impl EigerDriver {
             ("trigger_mode", json!(trigger_mode)),
             ("count_time", json!(ad.acquire_time.get(params))),
             ("frame_time", json!(ad.acquire_period.get(params))),
-            ("nimages", json!(ad.num_images.get(params).max(1))),
+            // Enable modes take one image per trigger (ADEiger sends nimages = 1 for them).
+            (
+                "nimages",
+                json!(if matches!(mode, 1 | 3) {
+                    1
+                } else {
+                    ad.num_images.get(params).max(1)
+                }),
+            ),
             ("ntrigger", json!(ntrigger)),
         ];
         for (key, value) in det {
@@ -521,9 +529,9 @@ impl Driver for EigerDriver {
             if let Some(res) = self.next_done(Duration::ZERO) {
                 return self.deliver(res, params);
             }
-            let Some(run) = self.run.as_ref() else {
+            if self.run.is_none() {
                 return Err(DriverError::Finished);
-            };
+            }
             if self.in_flight() >= workers * IN_FLIGHT_PER_WORKER {
                 break;
             }
@@ -535,7 +543,6 @@ impl Driver for EigerDriver {
             let Some((_, rx)) = self.rx.as_ref() else {
                 return Err(DriverError::Finished);
             };
-            let _ = run;
             match rx.recv(wait) {
                 Some(inc) => self.handle(inc, params, pool),
                 None => break,

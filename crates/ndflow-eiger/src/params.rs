@@ -59,7 +59,7 @@ ndflow_core::params! {
         manual_trigger: enable("ManualTrigger", 0)
             .doc("Internal modes: wait for writes to Trigger instead of triggering at once"),
         trigger: float64("Trigger", 0.0)
-            .doc("Write to send one software trigger (inte: the value is the exposure time, s)"),
+            .doc("Write to send one software trigger (ManualTrigger; inte exposes for AcquireTime)"),
         roi_mode: enumeration("ROIMode", &["Disable", "4M"], 0).doc("Read out a 4M region of a larger detector"),
         compression_algo: enumeration("CompressionAlgo", &["LZ4", "BS LZ4"], 1)
             .doc("Compression the detector applies to the stream"),
