@@ -478,11 +478,6 @@ AcquirePeriod = 0.01
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "driver bug: EigerDriver::acquire returns as soon as a decoded frame is ready "
-    "(deliver) and reaches publish_counters only in a call that delivers nothing, so while "
-    "frames keep coming StreamReceived/Lost_RBV stay at their arm-time values (0) and are "
-    "published only when the stream pauses or the series ends"))
 def test_stream_counters_follow_a_long_series(ndflow_bin, tmp_path, fresh_tk):
     tk = fresh_tk
     cam = """

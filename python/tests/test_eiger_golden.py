@@ -238,11 +238,6 @@ def test_bad_message_mid_series(rig, kind):
     assert text(ioc.ctx.get(CAM + "State_RBV")) != "disconnected"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "driver bug: Error_RBV is also the SIMPLON key detector/status/error (keys.rs "
-    "ds(\"Error\", \"error\", ...)), which the control thread polls once a second, so the "
-    "'stream: ...' / 'frame dropped: ...' text the acquisition thread writes is replaced by the "
-    "detector's (empty) error list within a second; after the series Error_RBV is ''"))
 @pytest.mark.parametrize("kind", ["unknown_encoding"])
 def test_bad_message_named_in_error_rbv(rig, kind):
     ioc = rig[0]

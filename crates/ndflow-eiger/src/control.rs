@@ -177,6 +177,11 @@ impl State {
             tracing::debug!("eiger: {} = {value} does not fit {}", k.key, k.record);
             return;
         };
+        // Error_RBV also carries ndflow's own messages (a bad stream message, a lost
+        // connection): the detector's empty error list does not wipe them.
+        if k.record == "Error" && matches!(&pv, ParamValue::Str(t) if t.is_empty()) {
+            return;
+        }
         if let ParamValue::Float(f) = pv {
             self.detector_values.insert(k.record, f);
         }

@@ -46,6 +46,8 @@ const IN_FLIGHT_PER_WORKER: u64 = 4;
 /// Events handled per `acquire` call before returning, so that a flood of bad messages
 /// cannot keep the acquisition thread from seeing Stop.
 const EVENT_BUDGET: usize = 64;
+/// How often the stream counters are published while frames flow.
+const COUNTER_PERIOD: Duration = Duration::from_millis(100);
 /// REST timeout for ordinary requests.
 const REST_TIMEOUT: Duration = Duration::from_secs(5);
 /// After the internal triggers return (the detector says the series is taken), how long
@@ -73,6 +75,7 @@ struct Run {
     triggers_done_at: Option<Instant>,
     disarmed_at: Option<Instant>,
     published: (u64, u64, u64, u64, u64),
+    published_at: Instant,
 }
 
 pub struct EigerDriver {
@@ -374,6 +377,7 @@ impl EigerDriver {
         );
         if now != run.published {
             run.published = now;
+            run.published_at = Instant::now();
             let p = &self.p;
             let i = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
             params.set_many(&[
@@ -513,6 +517,7 @@ impl Driver for EigerDriver {
             triggers_done_at: None,
             disarmed_at: None,
             published: (u64::MAX, 0, 0, 0, 0),
+            published_at: Instant::now(),
         };
         run.triggers = self.start_triggers(params, stop_triggers);
         self.run = Some(run);
@@ -629,8 +634,10 @@ impl EigerDriver {
         let mut stale = 0;
         if let Some((_, rx)) = &self.rx {
             while let Some(inc) = rx.try_recv() {
-                if matches!(inc, Incoming::Event(_) | Incoming::Invalid(_)) {
-                    stale += 1;
+                match inc {
+                    Incoming::Event(_) | Incoming::Invalid(_) => stale += 1,
+                    Incoming::Connected => self.p.stream_connection.set(params, 1),
+                    Incoming::ConnectFailed(_) => self.p.stream_connection.set(params, 0),
                 }
             }
         }
@@ -652,6 +659,14 @@ impl EigerDriver {
     ) -> Result<NDArray, DriverError> {
         match res {
             Ok(a) => {
+                // While frames flow, the counters follow at the pace the runtime publishes.
+                if self
+                    .run
+                    .as_ref()
+                    .is_some_and(|r| r.published_at.elapsed() >= COUNTER_PERIOD)
+                {
+                    self.publish_counters(params);
+                }
                 if self.last_type != Some(a.data_type) {
                     self.last_type = Some(a.data_type);
                     let _ = params.set_by_name("DataType", a.data_type as i64);

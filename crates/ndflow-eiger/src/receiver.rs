@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use crossbeam_channel::{bounded, Receiver as ChanRx, SendTimeoutError, Sender};
-use zeromq::{PullSocket, Socket, SocketRecv};
+use futures_util::StreamExt;
+use zeromq::{PullSocket, Socket, SocketEvent, SocketRecv};
 
 use crate::stream::{v1, v2, Event, StreamError};
 
@@ -112,34 +113,59 @@ fn run(endpoint: &str, version: StreamVersion, tx: &Sender<Incoming>, stop: &Ato
         }
     };
     rt.block_on(async {
-        let mut socket = loop {
-            if stop.load(Ordering::Acquire) {
+        // zmq.rs reconnects no PULL socket by itself: when the detector goes away (a DCU
+        // restart), the socket is dropped and a new one connects.
+        while !stop.load(Ordering::Acquire) {
+            let Some(socket) = connect(endpoint, tx, stop).await else {
+                return;
+            };
+            if !receive(socket, version, tx, stop).await {
                 return;
             }
-            let mut s = PullSocket::new();
-            match tokio::time::timeout(Duration::from_secs(1), s.connect(endpoint)).await {
-                Ok(Ok(())) => break s,
-                Ok(Err(e)) => {
-                    let why = format!("stream {endpoint}: {e}");
-                    if !deliver(tx, Incoming::ConnectFailed(why), stop) {
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-                Err(_) => {
-                    let why = format!("stream {endpoint}: no answer in 1 s");
-                    if !deliver(tx, Incoming::ConnectFailed(why), stop) {
-                        return;
-                    }
-                }
-            }
-        };
-        if !deliver(tx, Incoming::Connected, stop) {
-            return;
         }
-        let mut events = Vec::new();
-        while !stop.load(Ordering::Acquire) {
-            let msg = match tokio::time::timeout(TICK, socket.recv()).await {
+    });
+}
+
+/// A PULL socket connected to `endpoint`, retrying until it is or the thread is stopped.
+async fn connect(endpoint: &str, tx: &Sender<Incoming>, stop: &AtomicBool) -> Option<PullSocket> {
+    loop {
+        if stop.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut s = PullSocket::new();
+        let why = match tokio::time::timeout(Duration::from_secs(1), s.connect(endpoint)).await {
+            Ok(Ok(())) => {
+                return deliver(tx, Incoming::Connected, stop).then_some(s);
+            }
+            Ok(Err(e)) => format!("stream {endpoint}: {e}"),
+            Err(_) => format!("stream {endpoint}: no answer in 1 s"),
+        };
+        if !deliver(tx, Incoming::ConnectFailed(why), stop) {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Receives until the peer goes away (true: connect again) or the thread is stopped (false).
+async fn receive(
+    mut socket: PullSocket,
+    version: StreamVersion,
+    tx: &Sender<Incoming>,
+    stop: &AtomicBool,
+) -> bool {
+    let mut monitor = socket.monitor();
+    let mut events = Vec::new();
+    while !stop.load(Ordering::Acquire) {
+        let msg = tokio::select! {
+            ev = monitor.next() => {
+                if let Some(SocketEvent::Disconnected(_)) | None = ev {
+                    let why = "stream: the detector closed the connection".to_string();
+                    return deliver(tx, Incoming::ConnectFailed(why), stop);
+                }
+                continue;
+            }
+            r = tokio::time::timeout(TICK, socket.recv()) => match r {
                 Err(_) => continue,
                 Ok(Err(e)) => {
                     let why = StreamError::Malformed {
@@ -147,27 +173,98 @@ fn run(endpoint: &str, version: StreamVersion, tx: &Sender<Incoming>, stop: &Ato
                         detail: e.to_string(),
                     };
                     if !deliver(tx, Incoming::Invalid(why), stop) {
-                        return;
+                        return false;
                     }
                     continue;
                 }
                 Ok(Ok(m)) => m,
-            };
-            let parts: Vec<Bytes> = msg.into_vec();
-            let result = match version {
-                StreamVersion::V1 => v1::decode_message(&parts, &mut events),
-                StreamVersion::V2 => v2::decode_message(&parts, &mut events),
-            };
-            for e in events.drain(..) {
-                if !deliver(tx, Incoming::Event(e), stop) {
-                    return;
-                }
-            }
-            if let Err(e) = result {
-                if !deliver(tx, Incoming::Invalid(e), stop) {
-                    return;
-                }
+            },
+        };
+        let parts: Vec<Bytes> = msg.into_vec();
+        let result = match version {
+            StreamVersion::V1 => v1::decode_message(&parts, &mut events),
+            StreamVersion::V2 => v2::decode_message(&parts, &mut events),
+        };
+        for e in events.drain(..) {
+            if !deliver(tx, Incoming::Event(e), stop) {
+                return false;
             }
         }
-    });
+        if let Err(e) = result {
+            if !deliver(tx, Incoming::Invalid(e), stop) {
+                return false;
+            }
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zeromq::{Endpoint, PushSocket, SocketSend, ZmqMessage};
+
+    /// `{"type": "end", "series_id": n}` in CBOR.
+    fn end(n: u8) -> ZmqMessage {
+        let mut m = vec![0xa2, 0x64];
+        m.extend_from_slice(b"type");
+        m.push(0x63);
+        m.extend_from_slice(b"end");
+        m.push(0x69);
+        m.extend_from_slice(b"series_id");
+        m.push(n);
+        ZmqMessage::from(m)
+    }
+
+    /// Sends once the PUSH side has registered the peer (it learns of it a moment after the
+    /// PULL side reports the connection).
+    fn send(rt: &tokio::runtime::Runtime, push: &mut PushSocket, m: ZmqMessage) {
+        for _ in 0..200 {
+            if rt.block_on(push.send(m.clone())).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("the PUSH side never saw the peer");
+    }
+
+    fn next_kind(rx: &StreamReceiver) -> String {
+        match rx.recv(Duration::from_secs(10)) {
+            Some(Incoming::Connected) => "connected".into(),
+            Some(Incoming::ConnectFailed(_)) => "failed".into(),
+            Some(Incoming::Event(Event::End { series_id, .. })) => format!("end {series_id}"),
+            other => format!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn reconnects_when_the_detector_comes_back() {
+        // The detector's side runs on worker threads of its own while the test waits.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut push = PushSocket::new();
+        let Endpoint::Tcp(_, port) = rt.block_on(push.bind("tcp://127.0.0.1:0")).unwrap() else {
+            panic!("not tcp")
+        };
+        let rx = StreamReceiver::start("127.0.0.1", port, StreamVersion::V2).unwrap();
+        assert_eq!(next_kind(&rx), "connected");
+        send(&rt, &mut push, end(1));
+        assert_eq!(next_kind(&rx), "end 1");
+        // The detector restarts: its socket closes, then binds the same port again.
+        drop(rt.block_on(push.close()));
+        let mut kinds = vec![next_kind(&rx)];
+        let mut push = PushSocket::new();
+        rt.block_on(push.bind(&format!("tcp://127.0.0.1:{port}")))
+            .unwrap();
+        while kinds.last().map(String::as_str) != Some("connected") {
+            kinds.push(next_kind(&rx));
+            assert!(kinds.len() < 50, "{kinds:?}");
+        }
+        assert_eq!(kinds[0], "failed", "the loss is reported: {kinds:?}");
+        send(&rt, &mut push, end(2));
+        assert_eq!(next_kind(&rx), "end 2");
+    }
 }
