@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Subcommand;
 use ndflow::config::parse_setting;
 
-use crate::{ca, codec, hdf5, hop, host, pva, rivers2013, scaleout};
+use crate::{ca, codec, eiger, hdf5, hop, host, pva, rivers2013, scaleout};
 
 /// `ndflow bench WHICH`: one subcommand per benchmark, each with its own options.
 #[derive(Subcommand)]
@@ -170,6 +170,41 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 0.0)]
         acquire_period: f64,
     },
+    /// EIGER Stream v2: a real 16M capture replayed over ZeroMQ on loopback into the eiger
+    /// driver, (a) passed through into HDF5 and (b) decompressed, next to a pyzmq PULL
+    /// receiving the same messages and the C decoders (dectris-compression, bitshuffle).
+    Eiger {
+        #[arg(long, value_name = "FILE.json")]
+        json: Option<PathBuf>,
+        /// Python with pyzmq, cbor2, dectris-compression, bitshuffle (default: .venv/bin/python).
+        #[arg(long)]
+        python: Option<PathBuf>,
+        /// tickit-devices' eiger/data directory (the capture); default: asked of --tickit-python.
+        #[arg(long)]
+        capture: Option<PathBuf>,
+        /// Python of a venv with tickit-devices (default: $NDFLOW_TICKIT_VENV/bin/python, else
+        /// /tmp/tkv/bin/python); without one the frames are generated.
+        #[arg(long)]
+        tickit_python: Option<PathBuf>,
+        /// Images per pass-through run.
+        #[arg(long, default_value_t = 2000)]
+        pass_frames: usize,
+        /// Images per decompress run.
+        #[arg(long, default_value_t = 300)]
+        decode_frames: usize,
+        /// DecodeThreads of the decompress row.
+        #[arg(long, default_value_t = 2)]
+        workers: usize,
+        /// Interleaved pairs (ours, pyzmq) per row.
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// Interleaved decode-per-core pairs.
+        #[arg(long, default_value_t = 5)]
+        decode_reps: usize,
+        /// Directory for the HDF5 files (default /dev/shm if present, else the temp directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// Runs the benchmark `cmd` names; its table goes to stdout, progress to stderr.
@@ -295,6 +330,34 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             acquire_period,
         })
         .map(|table| print!("{table}")),
+        BenchCmd::Eiger {
+            json,
+            python,
+            capture,
+            tickit_python,
+            pass_frames,
+            decode_frames,
+            workers,
+            reps,
+            decode_reps,
+            dir,
+        } => eiger::run(&eiger::EigerOptions {
+            json,
+            python,
+            capture,
+            tickit_python: tickit_python.unwrap_or_else(|| {
+                std::env::var_os("NDFLOW_TICKIT_VENV")
+                    .map_or_else(|| PathBuf::from("/tmp/tkv"), PathBuf::from)
+                    .join("bin/python")
+            }),
+            pass_frames,
+            decode_frames,
+            workers,
+            reps,
+            decode_reps,
+            dir,
+        })
+        .map(|table| print!("{table}")),
     }
 }
 
@@ -363,5 +426,6 @@ mod tests {
         assert!(parse(&["hdf5", "--frames", "3", "--rows", "none,bslz4_filter"]).is_ok());
         assert!(parse(&["scaleout", "--writers", "1,2", "--no-netns"]).is_ok());
         assert!(parse(&["ca", "--pvs", "10", "--acquire-period", "0.01"]).is_ok());
+        assert!(parse(&["eiger", "--pass-frames", "100", "--decode-frames", "10"]).is_ok());
     }
 }

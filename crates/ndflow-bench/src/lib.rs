@@ -12,6 +12,7 @@
 //! | [`hdf5`] | `hdf5`: HDF5 writing | h5py + hdf5plugin |
 //! | [`scaleout`] | `scaleout`: 1 head + N writer processes | one process writing one file |
 //! | [`ca`] | `ca`: Channel Access updates, frames and pipeline rate | pythonSoftIOC (RSRV), raw TCP |
+//! | [`eiger`] | `eiger`: EIGER Stream v2 replayed over ZeroMQ, pass-through and decompress | pyzmq PULL; dectris-compression, bitshuffle |
 //!
 //! Shared by them: [`paired`] (interleaved A/B pairs, median ratio and spread) and [`host`]
 //! (child processes, free loopback ports, the loopback EPICS environment, raw TCP, CPU time).
@@ -24,6 +25,7 @@ pub mod c_ref;
 pub mod ca;
 pub mod cli;
 pub mod codec;
+pub mod eiger;
 pub mod hdf5;
 pub mod hop;
 pub mod host;
