@@ -250,3 +250,27 @@ def test_bad_message_named_in_error_rbv(rig, kind):
     time.sleep(1.5)  # one status poll later
     err = text(ioc.ctx.get(CAM + "Error_RBV"))
     assert "zstd" in err.lower(), f"Error_RBV = {err!r}"
+
+
+def test_detector_clock_as_time_stamp(rig):
+    """StreamAsTSSource = Yes: each NDArray's time stamp is the detector's, series_date +
+    start_time (50 MHz ticks), not the time it arrived."""
+    ioc = rig[0]
+    n = 3
+    msgs, _ = make_v2_series(channels=("threshold_1",), dtype="uint16", codec="bslz4",
+                             nimages=n, height=H, width=W, series_id=21, noisy_rows=0)
+    starts = [decode_v2(m).fields["start_time"] for m in msgs[1:-1]]
+    ioc.ctx.put(CAM + "StreamAsTSSource", 1)
+    try:
+        ioc.wait_for(CAM + "StreamAsTSSource_RBV", lambda v: enum_index(v) == 1)
+        arrays = run_series(rig, msgs, n, True, n)
+    finally:
+        ioc.ctx.put(CAM + "StreamAsTSSource", 0)
+    assert len(arrays) == n, counters(ioc)
+    # 2026-11-27T10:00:00Z, the generator's series_date, in POSIX seconds.
+    date = 1795773600
+    for v, (num, den) in zip(arrays, starts):
+        ns = num * 1_000_000_000 // den
+        ts = v["timeStamp"]
+        assert (ts["secondsPastEpoch"], ts["nanoseconds"]) == \
+            (date + ns // 1_000_000_000, ns % 1_000_000_000), (ts, num, den)
