@@ -991,6 +991,2368 @@ class _pvadriverpvaDriverParams:
     def MonitorQueueSize_RBV(self) -> int:
         """Updates the monitor may hold (pvRequest queueSize) Range: [2.0, 100000.0]. Kind: int32; default 16."""
 
+class _eigereigerDetectorParams:
+    @property
+    def FilePath(self) -> str:
+        """Directory of the files (a trailing / is added) Kind: string; default ''."""
+    @FilePath.setter
+    def FilePath(self, value: str) -> None: ...
+    @property
+    def FilePath_RBV(self) -> str:
+        """Directory of the files (a trailing / is added) Kind: string; default ''."""
+    @property
+    def FilePathExists(self) -> str:
+        """Whether FilePath is an existing directory Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def FilePathExists_RBV(self) -> str:
+        """Whether FilePath is an existing directory Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def CreateDirectory(self) -> int:
+        """0 none; -N create at most the last N levels; +N require the first N levels Kind: int32; default 0."""
+    @CreateDirectory.setter
+    def CreateDirectory(self, value: int) -> None: ...
+    @property
+    def CreateDirectory_RBV(self) -> int:
+        """0 none; -N create at most the last N levels; +N require the first N levels Kind: int32; default 0."""
+    @property
+    def FileName(self) -> str:
+        """Base file name Kind: string; default ''."""
+    @FileName.setter
+    def FileName(self, value: str) -> None: ...
+    @property
+    def FileName_RBV(self) -> str:
+        """Base file name Kind: string; default ''."""
+    @property
+    def FileNumber(self) -> int:
+        """Number of the next file Kind: int32; default 0."""
+    @FileNumber.setter
+    def FileNumber(self, value: int) -> None: ...
+    @property
+    def FileNumber_RBV(self) -> int:
+        """Number of the next file Kind: int32; default 0."""
+    @property
+    def AutoIncrement(self) -> str:
+        """Increment FileNumber after each file Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @AutoIncrement.setter
+    def AutoIncrement(self, value: str | int) -> None: ...
+    @property
+    def AutoIncrement_RBV(self) -> str:
+        """Increment FileNumber after each file Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def FileTemplate(self) -> str:
+        """printf of (FilePath, FileName, FileNumber): %s %s %d forms Kind: string; default '%s%s_%3.3d'."""
+    @FileTemplate.setter
+    def FileTemplate(self, value: str) -> None: ...
+    @property
+    def FileTemplate_RBV(self) -> str:
+        """printf of (FilePath, FileName, FileNumber): %s %s %d forms Kind: string; default '%s%s_%3.3d'."""
+    @property
+    def FullFileName(self) -> str:
+        """Name of the last file written Kind: string; default ''."""
+    @property
+    def FullFileName_RBV(self) -> str:
+        """Name of the last file written Kind: string; default ''."""
+    @property
+    def AutoSave(self) -> str:
+        """Single: write every frame; Capture: write when the buffer is full Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @AutoSave.setter
+    def AutoSave(self, value: str | int) -> None: ...
+    @property
+    def AutoSave_RBV(self) -> str:
+        """Single: write every frame; Capture: write when the buffer is full Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def WriteFile(self) -> str:
+        """Write the latest frame (Single) or the capture buffer (Capture) Choices: 'Done', 'Write' (or their index). Kind: enum Done|Write; default 'Done'."""
+    @WriteFile.setter
+    def WriteFile(self, value: str | int) -> None: ...
+    @property
+    def WriteFile_RBV(self) -> str:
+        """Write the latest frame (Single) or the capture buffer (Capture) Choices: 'Done', 'Write' (or their index). Kind: enum Done|Write; default 'Done'."""
+    @property
+    def ReadFile(self) -> str:
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+    @ReadFile.setter
+    def ReadFile(self, value: str | int) -> None: ...
+    @property
+    def ReadFile_RBV(self) -> str:
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+    @property
+    def FileWriteMode(self) -> str:
+        """Single / Capture / Stream Choices: 'Single', 'Capture', 'Stream' (or their index). Kind: enum Single|Capture|Stream; default 'Single'."""
+    @FileWriteMode.setter
+    def FileWriteMode(self, value: str | int) -> None: ...
+    @property
+    def FileWriteMode_RBV(self) -> str:
+        """Single / Capture / Stream Choices: 'Single', 'Capture', 'Stream' (or their index). Kind: enum Single|Capture|Stream; default 'Single'."""
+    @property
+    def Capture(self) -> str:
+        """Start (1) / stop (0) Capture or Stream Choices: 'Done', 'Capture' (or their index). Kind: enum Done|Capture; default 'Done'."""
+    @Capture.setter
+    def Capture(self, value: str | int) -> None: ...
+    @property
+    def Capture_RBV(self) -> str:
+        """Start (1) / stop (0) Capture or Stream Choices: 'Done', 'Capture' (or their index). Kind: enum Done|Capture; default 'Done'."""
+    @property
+    def NumCapture(self) -> int:
+        """Frames to capture or stream (Stream: 0 = unlimited) Range: [0.0, None]. Kind: int32; default 1."""
+    @NumCapture.setter
+    def NumCapture(self, value: int) -> None: ...
+    @property
+    def NumCapture_RBV(self) -> int:
+        """Frames to capture or stream (Stream: 0 = unlimited) Range: [0.0, None]. Kind: int32; default 1."""
+    @property
+    def NumCaptured(self) -> int:
+        """Frames captured or streamed so far Kind: int32; default 0."""
+    @property
+    def NumCaptured_RBV(self) -> int:
+        """Frames captured or streamed so far Kind: int32; default 0."""
+    @property
+    def FreeCapture(self) -> str:
+        """Discard the capture buffer Choices: 'Done', 'Free' (or their index). Kind: enum Done|Free; default 'Done'."""
+    @FreeCapture.setter
+    def FreeCapture(self, value: str | int) -> None: ...
+    @property
+    def FreeCapture_RBV(self) -> str:
+        """Discard the capture buffer Choices: 'Done', 'Free' (or their index). Kind: enum Done|Free; default 'Done'."""
+    @property
+    def DeleteDriverFile(self) -> str:
+        """Delete the file named by the DriverFileName attribute after writing Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @DeleteDriverFile.setter
+    def DeleteDriverFile(self, value: str | int) -> None: ...
+    @property
+    def DeleteDriverFile_RBV(self) -> str:
+        """Delete the file named by the DriverFileName attribute after writing Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def LazyOpen(self) -> str:
+        """Stream: open the file on the first frame, not on Capture Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @LazyOpen.setter
+    def LazyOpen(self, value: str | int) -> None: ...
+    @property
+    def LazyOpen_RBV(self) -> str:
+        """Stream: open the file on the first frame, not on Capture Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def TempSuffix(self) -> str:
+        """Write to name+suffix, rename on close Kind: string; default ''."""
+    @TempSuffix.setter
+    def TempSuffix(self, value: str) -> None: ...
+    @property
+    def TempSuffix_RBV(self) -> str:
+        """Write to name+suffix, rename on close Kind: string; default ''."""
+    @property
+    def WriteStatus(self) -> str:
+        """Status of the last write Choices: 'Write OK', 'Write error' (or their index). Kind: enum Write OK|Write error; default 'Write OK'."""
+    @property
+    def WriteMessage(self) -> str:
+        """Error message of the last write Kind: string; default ''."""
+    @property
+    def FramesNotWritten(self) -> int:
+        """Frames lost to write errors Kind: int32; default 0."""
+    @property
+    def FramesNotWritten_RBV(self) -> int:
+        """Frames lost to write errors Kind: int32; default 0."""
+    @property
+    def FileFormat(self) -> str:
+        """File format of FileWriter downloads (not done by ndflow) Choices: 'Undefined', 'Invalid' (or their index). Kind: enum Undefined|Invalid; default 'Undefined'."""
+    @FileFormat.setter
+    def FileFormat(self, value: str | int) -> None: ...
+    @property
+    def FileFormat_RBV(self) -> str:
+        """File format of FileWriter downloads (not done by ndflow) Choices: 'Undefined', 'Invalid' (or their index). Kind: enum Undefined|Invalid; default 'Undefined'."""
+    @property
+    def Description(self) -> str:
+        """Detector model and serial Kind: string; default ''."""
+    @property
+    def Description_RBV(self) -> str:
+        """Detector model and serial Kind: string; default ''."""
+    @property
+    def SensorThickness(self) -> float:
+        """Sensor thickness (m) Kind: float64; default 0.0."""
+    @property
+    def SensorThickness_RBV(self) -> float:
+        """Sensor thickness (m) Kind: float64; default 0.0."""
+    @property
+    def SensorMaterial(self) -> str:
+        """Sensor material Kind: string; default ''."""
+    @property
+    def SensorMaterial_RBV(self) -> str:
+        """Sensor material Kind: string; default ''."""
+    @property
+    def CountCutoff(self) -> float:
+        """Counts above which the countrate correction gives up (per pixel) Kind: float64; default 0.0."""
+    @property
+    def CountCutoff_RBV(self) -> float:
+        """Counts above which the countrate correction gives up (per pixel) Kind: float64; default 0.0."""
+    @property
+    def XPixelSize(self) -> float:
+        """Pixel size in x (m) Kind: float64; default 0.0."""
+    @property
+    def XPixelSize_RBV(self) -> float:
+        """Pixel size in x (m) Kind: float64; default 0.0."""
+    @property
+    def YPixelSize(self) -> float:
+        """Pixel size in y (m) Kind: float64; default 0.0."""
+    @property
+    def YPixelSize_RBV(self) -> float:
+        """Pixel size in y (m) Kind: float64; default 0.0."""
+    @property
+    def Restart(self) -> str:
+        """Restart the detector control unit (system/command/restart), then initialize Choices: 'Done', 'Restart' (or their index). Kind: enum Done|Restart; default 'Done'."""
+    @Restart.setter
+    def Restart(self, value: str | int) -> None: ...
+    @property
+    def Restart_RBV(self) -> str:
+        """Restart the detector control unit (system/command/restart), then initialize Choices: 'Done', 'Restart' (or their index). Kind: enum Done|Restart; default 'Done'."""
+    @property
+    def Initialize(self) -> str:
+        """Initialize the detector (detector/command/initialize; takes tens of seconds) Choices: 'Done', 'Initialize' (or their index). Kind: enum Done|Initialize; default 'Done'."""
+    @Initialize.setter
+    def Initialize(self, value: str | int) -> None: ...
+    @property
+    def Initialize_RBV(self) -> str:
+        """Initialize the detector (detector/command/initialize; takes tens of seconds) Choices: 'Done', 'Initialize' (or their index). Kind: enum Done|Initialize; default 'Done'."""
+    @property
+    def State(self) -> str:
+        """Detector state (na, idle, ready, acquire, configure, initialize, error) or 'disconnected' Kind: string; default 'disconnected'."""
+    @property
+    def State_RBV(self) -> str:
+        """Detector state (na, idle, ready, acquire, configure, initialize, error) or 'disconnected' Kind: string; default 'disconnected'."""
+    @property
+    def Error(self) -> str:
+        """The detector's or the connection's last error Kind: string; default ''."""
+    @property
+    def Error_RBV(self) -> str:
+        """The detector's or the connection's last error Kind: string; default ''."""
+    @property
+    def Temp0(self) -> float:
+        """Detector temperature (°C) Kind: float64; default 0.0."""
+    @property
+    def Temp0_RBV(self) -> float:
+        """Detector temperature (°C) Kind: float64; default 0.0."""
+    @property
+    def Humid0(self) -> float:
+        """Detector humidity (%) Kind: float64; default 0.0."""
+    @property
+    def Humid0_RBV(self) -> float:
+        """Detector humidity (%) Kind: float64; default 0.0."""
+    @property
+    def PhotonEnergy(self) -> float:
+        """X-ray energy (eV); sets the threshold to half of it Kind: float64; default 8041.0."""
+    @PhotonEnergy.setter
+    def PhotonEnergy(self, value: float) -> None: ...
+    @property
+    def PhotonEnergy_RBV(self) -> float:
+        """X-ray energy (eV); sets the threshold to half of it Kind: float64; default 8041.0."""
+    @property
+    def ThresholdEnergy(self) -> float:
+        """Threshold energy (eV) Kind: float64; default 4020.5."""
+    @ThresholdEnergy.setter
+    def ThresholdEnergy(self, value: float) -> None: ...
+    @property
+    def ThresholdEnergy_RBV(self) -> float:
+        """Threshold energy (eV) Kind: float64; default 4020.5."""
+    @property
+    def TriggerMode(self) -> str:
+        """ints, inte, exts, exte, or Continuous (internal series re-armed until Stop) Choices: 'Internal Series', 'Internal Enable', 'External Series', 'External Enable', 'Continuous' (or their index). Kind: enum Internal Series|Internal Enable|External Series|External Enable|Continuous; default 'Internal Series'."""
+    @TriggerMode.setter
+    def TriggerMode(self, value: str | int) -> None: ...
+    @property
+    def TriggerMode_RBV(self) -> str:
+        """ints, inte, exts, exte, or Continuous (internal series re-armed until Stop) Choices: 'Internal Series', 'Internal Enable', 'External Series', 'External Enable', 'Continuous' (or their index). Kind: enum Internal Series|Internal Enable|External Series|External Enable|Continuous; default 'Internal Series'."""
+    @property
+    def NumTriggers(self) -> int:
+        """Triggers per series (ntrigger) Range: [1.0, None]. Kind: int32; default 1."""
+    @NumTriggers.setter
+    def NumTriggers(self, value: int) -> None: ...
+    @property
+    def NumTriggers_RBV(self) -> int:
+        """Triggers per series (ntrigger) Range: [1.0, None]. Kind: int32; default 1."""
+    @property
+    def ManualTrigger(self) -> str:
+        """Internal modes: wait for writes to Trigger instead of triggering at once Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @ManualTrigger.setter
+    def ManualTrigger(self, value: str | int) -> None: ...
+    @property
+    def ManualTrigger_RBV(self) -> str:
+        """Internal modes: wait for writes to Trigger instead of triggering at once Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def Trigger(self) -> float:
+        """Write to send one software trigger (ManualTrigger; inte exposes for AcquireTime) Kind: float64; default 0.0."""
+    @Trigger.setter
+    def Trigger(self, value: float) -> None: ...
+    @property
+    def Trigger_RBV(self) -> float:
+        """Write to send one software trigger (ManualTrigger; inte exposes for AcquireTime) Kind: float64; default 0.0."""
+    @property
+    def ROIMode(self) -> str:
+        """Read out a 4M region of a larger detector Choices: 'Disable', '4M' (or their index). Kind: enum Disable|4M; default 'Disable'."""
+    @ROIMode.setter
+    def ROIMode(self, value: str | int) -> None: ...
+    @property
+    def ROIMode_RBV(self) -> str:
+        """Read out a 4M region of a larger detector Choices: 'Disable', '4M' (or their index). Kind: enum Disable|4M; default 'Disable'."""
+    @property
+    def CompressionAlgo(self) -> str:
+        """Compression the detector applies to the stream Choices: 'LZ4', 'BS LZ4' (or their index). Kind: enum LZ4|BS LZ4; default 'BS LZ4'."""
+    @CompressionAlgo.setter
+    def CompressionAlgo(self, value: str | int) -> None: ...
+    @property
+    def CompressionAlgo_RBV(self) -> str:
+        """Compression the detector applies to the stream Choices: 'LZ4', 'BS LZ4' (or their index). Kind: enum LZ4|BS LZ4; default 'BS LZ4'."""
+    @property
+    def DataSource(self) -> str:
+        """Where frames come from: Stream (ZeroMQ), FileWriter (not read by ndflow) or None Choices: 'None', 'FileWriter', 'Stream' (or their index). Kind: enum None|FileWriter|Stream; default 'Stream'."""
+    @DataSource.setter
+    def DataSource(self, value: str | int) -> None: ...
+    @property
+    def DataSource_RBV(self) -> str:
+        """Where frames come from: Stream (ZeroMQ), FileWriter (not read by ndflow) or None Choices: 'None', 'FileWriter', 'Stream' (or their index). Kind: enum None|FileWriter|Stream; default 'Stream'."""
+    @property
+    def FlatfieldApplied(self) -> str:
+        """Flatfield correction on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @FlatfieldApplied.setter
+    def FlatfieldApplied(self, value: str | int) -> None: ...
+    @property
+    def FlatfieldApplied_RBV(self) -> str:
+        """Flatfield correction on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def CountrateCorrApplied(self) -> str:
+        """Countrate correction on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @CountrateCorrApplied.setter
+    def CountrateCorrApplied(self, value: str | int) -> None: ...
+    @property
+    def CountrateCorrApplied_RBV(self) -> str:
+        """Countrate correction on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def PixelMaskApplied(self) -> str:
+        """Pixel mask applied on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @PixelMaskApplied.setter
+    def PixelMaskApplied(self, value: str | int) -> None: ...
+    @property
+    def PixelMaskApplied_RBV(self) -> str:
+        """Pixel mask applied on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def AutoSummation(self) -> str:
+        """Sum sub-frames into the image (keeps counts exact) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @AutoSummation.setter
+    def AutoSummation(self, value: str | int) -> None: ...
+    @property
+    def AutoSummation_RBV(self) -> str:
+        """Sum sub-frames into the image (keeps counts exact) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def SignedData(self) -> str:
+        """Publish frames as signed integers (saturated/bad pixels become -1) Choices: 'Unsigned', 'Signed' (or their index). Kind: enum Unsigned|Signed; default 'Unsigned'."""
+    @SignedData.setter
+    def SignedData(self, value: str | int) -> None: ...
+    @property
+    def SignedData_RBV(self) -> str:
+        """Publish frames as signed integers (saturated/bad pixels become -1) Choices: 'Unsigned', 'Signed' (or their index). Kind: enum Unsigned|Signed; default 'Unsigned'."""
+    @property
+    def BitDepthImage(self) -> int:
+        """Bits per pixel of the image Kind: int32; default 16."""
+    @property
+    def BitDepthImage_RBV(self) -> int:
+        """Bits per pixel of the image Kind: int32; default 16."""
+    @property
+    def DeadTime(self) -> float:
+        """Detector dead time (s) Kind: float64; default 0.0."""
+    @property
+    def DeadTime_RBV(self) -> float:
+        """Detector dead time (s) Kind: float64; default 0.0."""
+    @property
+    def Armed(self) -> str:
+        """Whether the detector is armed Choices: 'Unarmed', 'Armed' (or their index). Kind: enum Unarmed|Armed; default 'Unarmed'."""
+    @property
+    def FWEnable(self) -> str:
+        """The detector's own HDF5 FileWriter Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @FWEnable.setter
+    def FWEnable(self, value: str | int) -> None: ...
+    @property
+    def FWEnable_RBV(self) -> str:
+        """The detector's own HDF5 FileWriter Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def FWCompression(self) -> str:
+        """FileWriter compression Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @FWCompression.setter
+    def FWCompression(self, value: str | int) -> None: ...
+    @property
+    def FWCompression_RBV(self) -> str:
+        """FileWriter compression Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def FWNamePattern(self) -> str:
+        """FileWriter name pattern Kind: string; default 'series_$id'."""
+    @FWNamePattern.setter
+    def FWNamePattern(self, value: str) -> None: ...
+    @property
+    def FWNamePattern_RBV(self) -> str:
+        """FileWriter name pattern Kind: string; default 'series_$id'."""
+    @property
+    def FWNImagesPerFile(self) -> int:
+        """FileWriter images per data file Range: [1.0, None]. Kind: int32; default 1000."""
+    @FWNImagesPerFile.setter
+    def FWNImagesPerFile(self, value: int) -> None: ...
+    @property
+    def FWNImagesPerFile_RBV(self) -> int:
+        """FileWriter images per data file Range: [1.0, None]. Kind: int32; default 1000."""
+    @property
+    def FWAutoRemove(self) -> str:
+        """Delete FileWriter files once downloaded Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @FWAutoRemove.setter
+    def FWAutoRemove(self, value: str | int) -> None: ...
+    @property
+    def FWAutoRemove_RBV(self) -> str:
+        """Delete FileWriter files once downloaded Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def FWFree(self) -> float:
+        """FileWriter buffer free (GB) Kind: float64; default 0.0."""
+    @property
+    def FWFree_RBV(self) -> float:
+        """FileWriter buffer free (GB) Kind: float64; default 0.0."""
+    @property
+    def FWState(self) -> str:
+        """FileWriter state Kind: string; default ''."""
+    @property
+    def FWState_RBV(self) -> str:
+        """FileWriter state Kind: string; default ''."""
+    @property
+    def SaveFiles(self) -> str:
+        """Download FileWriter files (not done by ndflow) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @SaveFiles.setter
+    def SaveFiles(self, value: str | int) -> None: ...
+    @property
+    def SaveFiles_RBV(self) -> str:
+        """Download FileWriter files (not done by ndflow) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def FileOwner(self) -> str:
+        """Owner of downloaded files Kind: string; default ''."""
+    @FileOwner.setter
+    def FileOwner(self, value: str) -> None: ...
+    @property
+    def FileOwner_RBV(self) -> str:
+        """Owner of downloaded files Kind: string; default ''."""
+    @property
+    def FileOwnerGrp(self) -> str:
+        """Group of downloaded files Kind: string; default ''."""
+    @FileOwnerGrp.setter
+    def FileOwnerGrp(self, value: str) -> None: ...
+    @property
+    def FileOwnerGrp_RBV(self) -> str:
+        """Group of downloaded files Kind: string; default ''."""
+    @property
+    def FilePerms(self) -> float:
+        """Permissions of downloaded files Kind: float64; default 420.0."""
+    @FilePerms.setter
+    def FilePerms(self, value: float) -> None: ...
+    @property
+    def FilePerms_RBV(self) -> float:
+        """Permissions of downloaded files Kind: float64; default 420.0."""
+    @property
+    def SequenceId(self) -> int:
+        """Sequence id the last arm returned Kind: int32; default 0."""
+    @property
+    def StreamEnable(self) -> str:
+        """The detector's ZeroMQ stream Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @StreamEnable.setter
+    def StreamEnable(self, value: str | int) -> None: ...
+    @property
+    def StreamEnable_RBV(self) -> str:
+        """The detector's ZeroMQ stream Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def StreamDropped(self) -> int:
+        """Images the detector's stream dropped (stream/status/dropped) Kind: int32; default 0."""
+    @property
+    def StreamDropped_RBV(self) -> int:
+        """Images the detector's stream dropped (stream/status/dropped) Kind: int32; default 0."""
+    @property
+    def StreamState(self) -> str:
+        """Stream state Kind: string; default ''."""
+    @property
+    def StreamState_RBV(self) -> str:
+        """Stream state Kind: string; default ''."""
+    @property
+    def StreamHdrDetail(self) -> str:
+        """Series header detail: All adds flatfield, pixel mask and countrate table Choices: 'All', 'Basic', 'None' (or their index). Kind: enum All|Basic|None; default 'Basic'."""
+    @StreamHdrDetail.setter
+    def StreamHdrDetail(self, value: str | int) -> None: ...
+    @property
+    def StreamHdrDetail_RBV(self) -> str:
+        """Series header detail: All adds flatfield, pixel mask and countrate table Choices: 'All', 'Basic', 'None' (or their index). Kind: enum All|Basic|None; default 'Basic'."""
+    @property
+    def StreamHdrAppendix(self) -> str:
+        """Text appended to the series header Kind: string; default ''."""
+    @StreamHdrAppendix.setter
+    def StreamHdrAppendix(self, value: str) -> None: ...
+    @property
+    def StreamHdrAppendix_RBV(self) -> str:
+        """Text appended to the series header Kind: string; default ''."""
+    @property
+    def StreamImgAppendix(self) -> str:
+        """Text appended to every image Kind: string; default ''."""
+    @StreamImgAppendix.setter
+    def StreamImgAppendix(self, value: str) -> None: ...
+    @property
+    def StreamImgAppendix_RBV(self) -> str:
+        """Text appended to every image Kind: string; default ''."""
+    @property
+    def StreamDecompress(self) -> str:
+        """Decompress frames in ndflow (Disable: pass the detector's bslz4/lz4 bytes on) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @StreamDecompress.setter
+    def StreamDecompress(self, value: str | int) -> None: ...
+    @property
+    def StreamDecompress_RBV(self) -> str:
+        """Decompress frames in ndflow (Disable: pass the detector's bslz4/lz4 bytes on) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def MonitorEnable(self) -> str:
+        """The detector's monitor interface Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @MonitorEnable.setter
+    def MonitorEnable(self, value: str | int) -> None: ...
+    @property
+    def MonitorEnable_RBV(self) -> str:
+        """The detector's monitor interface Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def MonitorTimeout(self) -> float:
+        """Monitor timeout (ms) Kind: float64; default 500.0."""
+    @MonitorTimeout.setter
+    def MonitorTimeout(self, value: float) -> None: ...
+    @property
+    def MonitorTimeout_RBV(self) -> float:
+        """Monitor timeout (ms) Kind: float64; default 500.0."""
+    @property
+    def MonitorState(self) -> str:
+        """Monitor state Kind: string; default ''."""
+    @property
+    def MonitorState_RBV(self) -> str:
+        """Monitor state Kind: string; default ''."""
+    @property
+    def Wavelength(self) -> float:
+        """X-ray wavelength (Å) Kind: float64; default 1.54."""
+    @Wavelength.setter
+    def Wavelength(self, value: float) -> None: ...
+    @property
+    def Wavelength_RBV(self) -> float:
+        """X-ray wavelength (Å) Kind: float64; default 1.54."""
+    @property
+    def DetDist(self) -> float:
+        """Detector distance (m) Kind: float64; default 0.0."""
+    @DetDist.setter
+    def DetDist(self, value: float) -> None: ...
+    @property
+    def DetDist_RBV(self) -> float:
+        """Detector distance (m) Kind: float64; default 0.0."""
+    @property
+    def BeamX(self) -> float:
+        """Beam centre x (pixels) Kind: float64; default 0.0."""
+    @BeamX.setter
+    def BeamX(self, value: float) -> None: ...
+    @property
+    def BeamX_RBV(self) -> float:
+        """Beam centre x (pixels) Kind: float64; default 0.0."""
+    @property
+    def BeamY(self) -> float:
+        """Beam centre y (pixels) Kind: float64; default 0.0."""
+    @BeamY.setter
+    def BeamY(self, value: float) -> None: ...
+    @property
+    def BeamY_RBV(self) -> float:
+        """Beam centre y (pixels) Kind: float64; default 0.0."""
+    @property
+    def ChiStart(self) -> float:
+        """Chi at the first image (deg) Kind: float64; default 0.0."""
+    @ChiStart.setter
+    def ChiStart(self, value: float) -> None: ...
+    @property
+    def ChiStart_RBV(self) -> float:
+        """Chi at the first image (deg) Kind: float64; default 0.0."""
+    @property
+    def ChiIncr(self) -> float:
+        """Chi step per image (deg) Kind: float64; default 0.0."""
+    @ChiIncr.setter
+    def ChiIncr(self, value: float) -> None: ...
+    @property
+    def ChiIncr_RBV(self) -> float:
+        """Chi step per image (deg) Kind: float64; default 0.0."""
+    @property
+    def KappaStart(self) -> float:
+        """Kappa at the first image (deg) Kind: float64; default 0.0."""
+    @KappaStart.setter
+    def KappaStart(self, value: float) -> None: ...
+    @property
+    def KappaStart_RBV(self) -> float:
+        """Kappa at the first image (deg) Kind: float64; default 0.0."""
+    @property
+    def KappaIncr(self) -> float:
+        """Kappa step per image (deg) Kind: float64; default 0.0."""
+    @KappaIncr.setter
+    def KappaIncr(self, value: float) -> None: ...
+    @property
+    def KappaIncr_RBV(self) -> float:
+        """Kappa step per image (deg) Kind: float64; default 0.0."""
+    @property
+    def OmegaStart(self) -> float:
+        """Omega at the first image (deg) Kind: float64; default 0.0."""
+    @OmegaStart.setter
+    def OmegaStart(self, value: float) -> None: ...
+    @property
+    def OmegaStart_RBV(self) -> float:
+        """Omega at the first image (deg) Kind: float64; default 0.0."""
+    @property
+    def OmegaIncr(self) -> float:
+        """Omega step per image (deg) Kind: float64; default 0.0."""
+    @OmegaIncr.setter
+    def OmegaIncr(self, value: float) -> None: ...
+    @property
+    def OmegaIncr_RBV(self) -> float:
+        """Omega step per image (deg) Kind: float64; default 0.0."""
+    @property
+    def PhiStart(self) -> float:
+        """Phi at the first image (deg) Kind: float64; default 0.0."""
+    @PhiStart.setter
+    def PhiStart(self, value: float) -> None: ...
+    @property
+    def PhiStart_RBV(self) -> float:
+        """Phi at the first image (deg) Kind: float64; default 0.0."""
+    @property
+    def PhiIncr(self) -> float:
+        """Phi step per image (deg) Kind: float64; default 0.0."""
+    @PhiIncr.setter
+    def PhiIncr(self, value: float) -> None: ...
+    @property
+    def PhiIncr_RBV(self) -> float:
+        """Phi step per image (deg) Kind: float64; default 0.0."""
+    @property
+    def TwoThetaStart(self) -> float:
+        """Two theta at the first image (deg) Kind: float64; default 0.0."""
+    @TwoThetaStart.setter
+    def TwoThetaStart(self, value: float) -> None: ...
+    @property
+    def TwoThetaStart_RBV(self) -> float:
+        """Two theta at the first image (deg) Kind: float64; default 0.0."""
+    @property
+    def TwoThetaIncr(self) -> float:
+        """Two theta step per image (deg) Kind: float64; default 0.0."""
+    @TwoThetaIncr.setter
+    def TwoThetaIncr(self, value: float) -> None: ...
+    @property
+    def TwoThetaIncr_RBV(self) -> float:
+        """Two theta step per image (deg) Kind: float64; default 0.0."""
+    @property
+    def WavelengthEps(self) -> float:
+        """Wavelength change below which it is not sent (Å) Kind: float64; default 0.0005."""
+    @WavelengthEps.setter
+    def WavelengthEps(self, value: float) -> None: ...
+    @property
+    def WavelengthEps_RBV(self) -> float:
+        """Wavelength change below which it is not sent (Å) Kind: float64; default 0.0005."""
+    @property
+    def EnergyEps(self) -> float:
+        """Energy change below which it is not sent (eV) Kind: float64; default 0.05."""
+    @EnergyEps.setter
+    def EnergyEps(self, value: float) -> None: ...
+    @property
+    def EnergyEps_RBV(self) -> float:
+        """Energy change below which it is not sent (eV) Kind: float64; default 0.05."""
+    @property
+    def StreamExpected(self) -> int:
+        """Images the armed series announced (nimages × ntrigger) Kind: int64; default 0."""
+    @property
+    def StreamExpected_RBV(self) -> int:
+        """Images the armed series announced (nimages × ntrigger) Kind: int64; default 0."""
+    @property
+    def StreamReceived(self) -> int:
+        """Images received from the stream in this series Kind: int64; default 0."""
+    @property
+    def StreamReceived_RBV(self) -> int:
+        """Images received from the stream in this series Kind: int64; default 0."""
+    @property
+    def StreamLost(self) -> int:
+        """Images missing from the series (gaps in image_id, and short at its end) Kind: int64; default 0."""
+    @property
+    def StreamLost_RBV(self) -> int:
+        """Images missing from the series (gaps in image_id, and short at its end) Kind: int64; default 0."""
+    @property
+    def StreamInvalid(self) -> int:
+        """Stream messages that could not be decoded (dropped; Error_RBV says why) Kind: int64; default 0."""
+    @property
+    def StreamInvalid_RBV(self) -> int:
+        """Stream messages that could not be decoded (dropped; Error_RBV says why) Kind: int64; default 0."""
+    @property
+    def StreamForeign(self) -> int:
+        """Messages of another series, duplicate ends, images before their start (ignored) Kind: int64; default 0."""
+    @property
+    def StreamForeign_RBV(self) -> int:
+        """Messages of another series, duplicate ends, images before their start (ignored) Kind: int64; default 0."""
+    @property
+    def StreamConnection(self) -> str:
+        """Whether the stream socket is connected to the detector Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
+    @property
+    def StreamConnection_RBV(self) -> str:
+        """Whether the stream socket is connected to the detector Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
+    @property
+    def HVResetTime(self) -> float:
+        """High-voltage reset duration (s) Kind: float64; default 1.0."""
+    @HVResetTime.setter
+    def HVResetTime(self, value: float) -> None: ...
+    @property
+    def HVResetTime_RBV(self) -> float:
+        """High-voltage reset duration (s) Kind: float64; default 1.0."""
+    @property
+    def HVReset(self) -> str:
+        """Reset the high voltage Choices: 'Done', 'Reset' (or their index). Kind: enum Done|Reset; default 'Done'."""
+    @HVReset.setter
+    def HVReset(self, value: str | int) -> None: ...
+    @property
+    def HVReset_RBV(self) -> str:
+        """Reset the high voltage Choices: 'Done', 'Reset' (or their index). Kind: enum Done|Reset; default 'Done'."""
+    @property
+    def HVState(self) -> str:
+        """High-voltage state Kind: string; default ''."""
+    @property
+    def HVState_RBV(self) -> str:
+        """High-voltage state Kind: string; default ''."""
+    @property
+    def CountingMode(self) -> str:
+        """Counting mode Choices: 'Normal', 'Retrigger' (or their index). Kind: enum Normal|Retrigger; default 'Normal'."""
+    @CountingMode.setter
+    def CountingMode(self, value: str | int) -> None: ...
+    @property
+    def CountingMode_RBV(self) -> str:
+        """Counting mode Choices: 'Normal', 'Retrigger' (or their index). Kind: enum Normal|Retrigger; default 'Normal'."""
+    @property
+    def Threshold1Enable(self) -> str:
+        """Threshold 1 Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @Threshold1Enable.setter
+    def Threshold1Enable(self, value: str | int) -> None: ...
+    @property
+    def Threshold1Enable_RBV(self) -> str:
+        """Threshold 1 Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def Threshold2Energy(self) -> float:
+        """Threshold 2 energy (eV) Kind: float64; default 0.0."""
+    @Threshold2Energy.setter
+    def Threshold2Energy(self, value: float) -> None: ...
+    @property
+    def Threshold2Energy_RBV(self) -> float:
+        """Threshold 2 energy (eV) Kind: float64; default 0.0."""
+    @property
+    def Threshold2Enable(self) -> str:
+        """Threshold 2 Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @Threshold2Enable.setter
+    def Threshold2Enable(self, value: str | int) -> None: ...
+    @property
+    def Threshold2Enable_RBV(self) -> str:
+        """Threshold 2 Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def ThresholdDiffEnable(self) -> str:
+        """Difference channel (threshold 1 − 2) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @ThresholdDiffEnable.setter
+    def ThresholdDiffEnable(self, value: str | int) -> None: ...
+    @property
+    def ThresholdDiffEnable_RBV(self) -> str:
+        """Difference channel (threshold 1 − 2) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def TriggerStartDelay(self) -> float:
+        """Delay from trigger to exposure (s) Kind: float64; default 0.0."""
+    @TriggerStartDelay.setter
+    def TriggerStartDelay(self, value: float) -> None: ...
+    @property
+    def TriggerStartDelay_RBV(self) -> float:
+        """Delay from trigger to exposure (s) Kind: float64; default 0.0."""
+    @property
+    def ExtGateMode(self) -> str:
+        """External gate mode Choices: 'HDR', 'Pump & Probe' (or their index). Kind: enum HDR|Pump & Probe; default 'Pump & Probe'."""
+    @ExtGateMode.setter
+    def ExtGateMode(self, value: str | int) -> None: ...
+    @property
+    def ExtGateMode_RBV(self) -> str:
+        """External gate mode Choices: 'HDR', 'Pump & Probe' (or their index). Kind: enum HDR|Pump & Probe; default 'Pump & Probe'."""
+    @property
+    def StreamVersion(self) -> str:
+        """Stream v1 (ZeroMQ multipart JSON, StreamPort) or v2 (CBOR, Stream2Port) Choices: 'Stream', 'Stream2' (or their index). Kind: enum Stream|Stream2; default 'Stream2'."""
+    @StreamVersion.setter
+    def StreamVersion(self, value: str | int) -> None: ...
+    @property
+    def StreamVersion_RBV(self) -> str:
+        """Stream v1 (ZeroMQ multipart JSON, StreamPort) or v2 (CBOR, Stream2Port) Choices: 'Stream', 'Stream2' (or their index). Kind: enum Stream|Stream2; default 'Stream2'."""
+    @property
+    def StreamAsTSSource(self) -> str:
+        """Time-stamp frames with the detector's clock (series_date + start_time) Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @StreamAsTSSource.setter
+    def StreamAsTSSource(self, value: str | int) -> None: ...
+    @property
+    def StreamAsTSSource_RBV(self) -> str:
+        """Time-stamp frames with the detector's clock (series_date + start_time) Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def FWHDF5Format(self) -> str:
+        """FileWriter HDF5 format Choices: 'Legacy', 'v2024.2' (or their index). Kind: enum Legacy|v2024.2; default 'Legacy'."""
+    @FWHDF5Format.setter
+    def FWHDF5Format(self, value: str | int) -> None: ...
+    @property
+    def FWHDF5Format_RBV(self) -> str:
+        """FileWriter HDF5 format Choices: 'Legacy', 'v2024.2' (or their index). Kind: enum Legacy|v2024.2; default 'Legacy'."""
+
+class _eiger1eigerDetectorParams:
+    @property
+    def FilePath(self) -> str:
+        """Directory of the files (a trailing / is added) Kind: string; default ''."""
+    @FilePath.setter
+    def FilePath(self, value: str) -> None: ...
+    @property
+    def FilePath_RBV(self) -> str:
+        """Directory of the files (a trailing / is added) Kind: string; default ''."""
+    @property
+    def FilePathExists(self) -> str:
+        """Whether FilePath is an existing directory Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def FilePathExists_RBV(self) -> str:
+        """Whether FilePath is an existing directory Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def CreateDirectory(self) -> int:
+        """0 none; -N create at most the last N levels; +N require the first N levels Kind: int32; default 0."""
+    @CreateDirectory.setter
+    def CreateDirectory(self, value: int) -> None: ...
+    @property
+    def CreateDirectory_RBV(self) -> int:
+        """0 none; -N create at most the last N levels; +N require the first N levels Kind: int32; default 0."""
+    @property
+    def FileName(self) -> str:
+        """Base file name Kind: string; default ''."""
+    @FileName.setter
+    def FileName(self, value: str) -> None: ...
+    @property
+    def FileName_RBV(self) -> str:
+        """Base file name Kind: string; default ''."""
+    @property
+    def FileNumber(self) -> int:
+        """Number of the next file Kind: int32; default 0."""
+    @FileNumber.setter
+    def FileNumber(self, value: int) -> None: ...
+    @property
+    def FileNumber_RBV(self) -> int:
+        """Number of the next file Kind: int32; default 0."""
+    @property
+    def AutoIncrement(self) -> str:
+        """Increment FileNumber after each file Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @AutoIncrement.setter
+    def AutoIncrement(self, value: str | int) -> None: ...
+    @property
+    def AutoIncrement_RBV(self) -> str:
+        """Increment FileNumber after each file Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def FileTemplate(self) -> str:
+        """printf of (FilePath, FileName, FileNumber): %s %s %d forms Kind: string; default '%s%s_%3.3d'."""
+    @FileTemplate.setter
+    def FileTemplate(self, value: str) -> None: ...
+    @property
+    def FileTemplate_RBV(self) -> str:
+        """printf of (FilePath, FileName, FileNumber): %s %s %d forms Kind: string; default '%s%s_%3.3d'."""
+    @property
+    def FullFileName(self) -> str:
+        """Name of the last file written Kind: string; default ''."""
+    @property
+    def FullFileName_RBV(self) -> str:
+        """Name of the last file written Kind: string; default ''."""
+    @property
+    def AutoSave(self) -> str:
+        """Single: write every frame; Capture: write when the buffer is full Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @AutoSave.setter
+    def AutoSave(self, value: str | int) -> None: ...
+    @property
+    def AutoSave_RBV(self) -> str:
+        """Single: write every frame; Capture: write when the buffer is full Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def WriteFile(self) -> str:
+        """Write the latest frame (Single) or the capture buffer (Capture) Choices: 'Done', 'Write' (or their index). Kind: enum Done|Write; default 'Done'."""
+    @WriteFile.setter
+    def WriteFile(self, value: str | int) -> None: ...
+    @property
+    def WriteFile_RBV(self) -> str:
+        """Write the latest frame (Single) or the capture buffer (Capture) Choices: 'Done', 'Write' (or their index). Kind: enum Done|Write; default 'Done'."""
+    @property
+    def ReadFile(self) -> str:
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+    @ReadFile.setter
+    def ReadFile(self, value: str | int) -> None: ...
+    @property
+    def ReadFile_RBV(self) -> str:
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+    @property
+    def FileWriteMode(self) -> str:
+        """Single / Capture / Stream Choices: 'Single', 'Capture', 'Stream' (or their index). Kind: enum Single|Capture|Stream; default 'Single'."""
+    @FileWriteMode.setter
+    def FileWriteMode(self, value: str | int) -> None: ...
+    @property
+    def FileWriteMode_RBV(self) -> str:
+        """Single / Capture / Stream Choices: 'Single', 'Capture', 'Stream' (or their index). Kind: enum Single|Capture|Stream; default 'Single'."""
+    @property
+    def Capture(self) -> str:
+        """Start (1) / stop (0) Capture or Stream Choices: 'Done', 'Capture' (or their index). Kind: enum Done|Capture; default 'Done'."""
+    @Capture.setter
+    def Capture(self, value: str | int) -> None: ...
+    @property
+    def Capture_RBV(self) -> str:
+        """Start (1) / stop (0) Capture or Stream Choices: 'Done', 'Capture' (or their index). Kind: enum Done|Capture; default 'Done'."""
+    @property
+    def NumCapture(self) -> int:
+        """Frames to capture or stream (Stream: 0 = unlimited) Range: [0.0, None]. Kind: int32; default 1."""
+    @NumCapture.setter
+    def NumCapture(self, value: int) -> None: ...
+    @property
+    def NumCapture_RBV(self) -> int:
+        """Frames to capture or stream (Stream: 0 = unlimited) Range: [0.0, None]. Kind: int32; default 1."""
+    @property
+    def NumCaptured(self) -> int:
+        """Frames captured or streamed so far Kind: int32; default 0."""
+    @property
+    def NumCaptured_RBV(self) -> int:
+        """Frames captured or streamed so far Kind: int32; default 0."""
+    @property
+    def FreeCapture(self) -> str:
+        """Discard the capture buffer Choices: 'Done', 'Free' (or their index). Kind: enum Done|Free; default 'Done'."""
+    @FreeCapture.setter
+    def FreeCapture(self, value: str | int) -> None: ...
+    @property
+    def FreeCapture_RBV(self) -> str:
+        """Discard the capture buffer Choices: 'Done', 'Free' (or their index). Kind: enum Done|Free; default 'Done'."""
+    @property
+    def DeleteDriverFile(self) -> str:
+        """Delete the file named by the DriverFileName attribute after writing Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @DeleteDriverFile.setter
+    def DeleteDriverFile(self, value: str | int) -> None: ...
+    @property
+    def DeleteDriverFile_RBV(self) -> str:
+        """Delete the file named by the DriverFileName attribute after writing Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def LazyOpen(self) -> str:
+        """Stream: open the file on the first frame, not on Capture Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @LazyOpen.setter
+    def LazyOpen(self, value: str | int) -> None: ...
+    @property
+    def LazyOpen_RBV(self) -> str:
+        """Stream: open the file on the first frame, not on Capture Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def TempSuffix(self) -> str:
+        """Write to name+suffix, rename on close Kind: string; default ''."""
+    @TempSuffix.setter
+    def TempSuffix(self, value: str) -> None: ...
+    @property
+    def TempSuffix_RBV(self) -> str:
+        """Write to name+suffix, rename on close Kind: string; default ''."""
+    @property
+    def WriteStatus(self) -> str:
+        """Status of the last write Choices: 'Write OK', 'Write error' (or their index). Kind: enum Write OK|Write error; default 'Write OK'."""
+    @property
+    def WriteMessage(self) -> str:
+        """Error message of the last write Kind: string; default ''."""
+    @property
+    def FramesNotWritten(self) -> int:
+        """Frames lost to write errors Kind: int32; default 0."""
+    @property
+    def FramesNotWritten_RBV(self) -> int:
+        """Frames lost to write errors Kind: int32; default 0."""
+    @property
+    def FileFormat(self) -> str:
+        """File format of FileWriter downloads (not done by ndflow) Choices: 'Undefined', 'Invalid' (or their index). Kind: enum Undefined|Invalid; default 'Undefined'."""
+    @FileFormat.setter
+    def FileFormat(self, value: str | int) -> None: ...
+    @property
+    def FileFormat_RBV(self) -> str:
+        """File format of FileWriter downloads (not done by ndflow) Choices: 'Undefined', 'Invalid' (or their index). Kind: enum Undefined|Invalid; default 'Undefined'."""
+    @property
+    def Description(self) -> str:
+        """Detector model and serial Kind: string; default ''."""
+    @property
+    def Description_RBV(self) -> str:
+        """Detector model and serial Kind: string; default ''."""
+    @property
+    def SensorThickness(self) -> float:
+        """Sensor thickness (m) Kind: float64; default 0.0."""
+    @property
+    def SensorThickness_RBV(self) -> float:
+        """Sensor thickness (m) Kind: float64; default 0.0."""
+    @property
+    def SensorMaterial(self) -> str:
+        """Sensor material Kind: string; default ''."""
+    @property
+    def SensorMaterial_RBV(self) -> str:
+        """Sensor material Kind: string; default ''."""
+    @property
+    def CountCutoff(self) -> float:
+        """Counts above which the countrate correction gives up (per pixel) Kind: float64; default 0.0."""
+    @property
+    def CountCutoff_RBV(self) -> float:
+        """Counts above which the countrate correction gives up (per pixel) Kind: float64; default 0.0."""
+    @property
+    def XPixelSize(self) -> float:
+        """Pixel size in x (m) Kind: float64; default 0.0."""
+    @property
+    def XPixelSize_RBV(self) -> float:
+        """Pixel size in x (m) Kind: float64; default 0.0."""
+    @property
+    def YPixelSize(self) -> float:
+        """Pixel size in y (m) Kind: float64; default 0.0."""
+    @property
+    def YPixelSize_RBV(self) -> float:
+        """Pixel size in y (m) Kind: float64; default 0.0."""
+    @property
+    def Restart(self) -> str:
+        """Restart the detector control unit (system/command/restart), then initialize Choices: 'Done', 'Restart' (or their index). Kind: enum Done|Restart; default 'Done'."""
+    @Restart.setter
+    def Restart(self, value: str | int) -> None: ...
+    @property
+    def Restart_RBV(self) -> str:
+        """Restart the detector control unit (system/command/restart), then initialize Choices: 'Done', 'Restart' (or their index). Kind: enum Done|Restart; default 'Done'."""
+    @property
+    def Initialize(self) -> str:
+        """Initialize the detector (detector/command/initialize; takes tens of seconds) Choices: 'Done', 'Initialize' (or their index). Kind: enum Done|Initialize; default 'Done'."""
+    @Initialize.setter
+    def Initialize(self, value: str | int) -> None: ...
+    @property
+    def Initialize_RBV(self) -> str:
+        """Initialize the detector (detector/command/initialize; takes tens of seconds) Choices: 'Done', 'Initialize' (or their index). Kind: enum Done|Initialize; default 'Done'."""
+    @property
+    def State(self) -> str:
+        """Detector state (na, idle, ready, acquire, configure, initialize, error) or 'disconnected' Kind: string; default 'disconnected'."""
+    @property
+    def State_RBV(self) -> str:
+        """Detector state (na, idle, ready, acquire, configure, initialize, error) or 'disconnected' Kind: string; default 'disconnected'."""
+    @property
+    def Error(self) -> str:
+        """The detector's or the connection's last error Kind: string; default ''."""
+    @property
+    def Error_RBV(self) -> str:
+        """The detector's or the connection's last error Kind: string; default ''."""
+    @property
+    def Temp0(self) -> float:
+        """Detector temperature (°C) Kind: float64; default 0.0."""
+    @property
+    def Temp0_RBV(self) -> float:
+        """Detector temperature (°C) Kind: float64; default 0.0."""
+    @property
+    def Humid0(self) -> float:
+        """Detector humidity (%) Kind: float64; default 0.0."""
+    @property
+    def Humid0_RBV(self) -> float:
+        """Detector humidity (%) Kind: float64; default 0.0."""
+    @property
+    def PhotonEnergy(self) -> float:
+        """X-ray energy (eV); sets the threshold to half of it Kind: float64; default 8041.0."""
+    @PhotonEnergy.setter
+    def PhotonEnergy(self, value: float) -> None: ...
+    @property
+    def PhotonEnergy_RBV(self) -> float:
+        """X-ray energy (eV); sets the threshold to half of it Kind: float64; default 8041.0."""
+    @property
+    def ThresholdEnergy(self) -> float:
+        """Threshold energy (eV) Kind: float64; default 4020.5."""
+    @ThresholdEnergy.setter
+    def ThresholdEnergy(self, value: float) -> None: ...
+    @property
+    def ThresholdEnergy_RBV(self) -> float:
+        """Threshold energy (eV) Kind: float64; default 4020.5."""
+    @property
+    def TriggerMode(self) -> str:
+        """ints, inte, exts, exte, or Continuous (internal series re-armed until Stop) Choices: 'Internal Series', 'Internal Enable', 'External Series', 'External Enable', 'Continuous' (or their index). Kind: enum Internal Series|Internal Enable|External Series|External Enable|Continuous; default 'Internal Series'."""
+    @TriggerMode.setter
+    def TriggerMode(self, value: str | int) -> None: ...
+    @property
+    def TriggerMode_RBV(self) -> str:
+        """ints, inte, exts, exte, or Continuous (internal series re-armed until Stop) Choices: 'Internal Series', 'Internal Enable', 'External Series', 'External Enable', 'Continuous' (or their index). Kind: enum Internal Series|Internal Enable|External Series|External Enable|Continuous; default 'Internal Series'."""
+    @property
+    def NumTriggers(self) -> int:
+        """Triggers per series (ntrigger) Range: [1.0, None]. Kind: int32; default 1."""
+    @NumTriggers.setter
+    def NumTriggers(self, value: int) -> None: ...
+    @property
+    def NumTriggers_RBV(self) -> int:
+        """Triggers per series (ntrigger) Range: [1.0, None]. Kind: int32; default 1."""
+    @property
+    def ManualTrigger(self) -> str:
+        """Internal modes: wait for writes to Trigger instead of triggering at once Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @ManualTrigger.setter
+    def ManualTrigger(self, value: str | int) -> None: ...
+    @property
+    def ManualTrigger_RBV(self) -> str:
+        """Internal modes: wait for writes to Trigger instead of triggering at once Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def Trigger(self) -> float:
+        """Write to send one software trigger (ManualTrigger; inte exposes for AcquireTime) Kind: float64; default 0.0."""
+    @Trigger.setter
+    def Trigger(self, value: float) -> None: ...
+    @property
+    def Trigger_RBV(self) -> float:
+        """Write to send one software trigger (ManualTrigger; inte exposes for AcquireTime) Kind: float64; default 0.0."""
+    @property
+    def ROIMode(self) -> str:
+        """Read out a 4M region of a larger detector Choices: 'Disable', '4M' (or their index). Kind: enum Disable|4M; default 'Disable'."""
+    @ROIMode.setter
+    def ROIMode(self, value: str | int) -> None: ...
+    @property
+    def ROIMode_RBV(self) -> str:
+        """Read out a 4M region of a larger detector Choices: 'Disable', '4M' (or their index). Kind: enum Disable|4M; default 'Disable'."""
+    @property
+    def CompressionAlgo(self) -> str:
+        """Compression the detector applies to the stream Choices: 'LZ4', 'BS LZ4' (or their index). Kind: enum LZ4|BS LZ4; default 'BS LZ4'."""
+    @CompressionAlgo.setter
+    def CompressionAlgo(self, value: str | int) -> None: ...
+    @property
+    def CompressionAlgo_RBV(self) -> str:
+        """Compression the detector applies to the stream Choices: 'LZ4', 'BS LZ4' (or their index). Kind: enum LZ4|BS LZ4; default 'BS LZ4'."""
+    @property
+    def DataSource(self) -> str:
+        """Where frames come from: Stream (ZeroMQ), FileWriter (not read by ndflow) or None Choices: 'None', 'FileWriter', 'Stream' (or their index). Kind: enum None|FileWriter|Stream; default 'Stream'."""
+    @DataSource.setter
+    def DataSource(self, value: str | int) -> None: ...
+    @property
+    def DataSource_RBV(self) -> str:
+        """Where frames come from: Stream (ZeroMQ), FileWriter (not read by ndflow) or None Choices: 'None', 'FileWriter', 'Stream' (or their index). Kind: enum None|FileWriter|Stream; default 'Stream'."""
+    @property
+    def FlatfieldApplied(self) -> str:
+        """Flatfield correction on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @FlatfieldApplied.setter
+    def FlatfieldApplied(self, value: str | int) -> None: ...
+    @property
+    def FlatfieldApplied_RBV(self) -> str:
+        """Flatfield correction on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def CountrateCorrApplied(self) -> str:
+        """Countrate correction on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @CountrateCorrApplied.setter
+    def CountrateCorrApplied(self, value: str | int) -> None: ...
+    @property
+    def CountrateCorrApplied_RBV(self) -> str:
+        """Countrate correction on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def PixelMaskApplied(self) -> str:
+        """Pixel mask applied on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @PixelMaskApplied.setter
+    def PixelMaskApplied(self, value: str | int) -> None: ...
+    @property
+    def PixelMaskApplied_RBV(self) -> str:
+        """Pixel mask applied on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def AutoSummation(self) -> str:
+        """Sum sub-frames into the image (keeps counts exact) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @AutoSummation.setter
+    def AutoSummation(self, value: str | int) -> None: ...
+    @property
+    def AutoSummation_RBV(self) -> str:
+        """Sum sub-frames into the image (keeps counts exact) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def SignedData(self) -> str:
+        """Publish frames as signed integers (saturated/bad pixels become -1) Choices: 'Unsigned', 'Signed' (or their index). Kind: enum Unsigned|Signed; default 'Unsigned'."""
+    @SignedData.setter
+    def SignedData(self, value: str | int) -> None: ...
+    @property
+    def SignedData_RBV(self) -> str:
+        """Publish frames as signed integers (saturated/bad pixels become -1) Choices: 'Unsigned', 'Signed' (or their index). Kind: enum Unsigned|Signed; default 'Unsigned'."""
+    @property
+    def BitDepthImage(self) -> int:
+        """Bits per pixel of the image Kind: int32; default 16."""
+    @property
+    def BitDepthImage_RBV(self) -> int:
+        """Bits per pixel of the image Kind: int32; default 16."""
+    @property
+    def DeadTime(self) -> float:
+        """Detector dead time (s) Kind: float64; default 0.0."""
+    @property
+    def DeadTime_RBV(self) -> float:
+        """Detector dead time (s) Kind: float64; default 0.0."""
+    @property
+    def Armed(self) -> str:
+        """Whether the detector is armed Choices: 'Unarmed', 'Armed' (or their index). Kind: enum Unarmed|Armed; default 'Unarmed'."""
+    @property
+    def FWEnable(self) -> str:
+        """The detector's own HDF5 FileWriter Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @FWEnable.setter
+    def FWEnable(self, value: str | int) -> None: ...
+    @property
+    def FWEnable_RBV(self) -> str:
+        """The detector's own HDF5 FileWriter Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def FWCompression(self) -> str:
+        """FileWriter compression Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @FWCompression.setter
+    def FWCompression(self, value: str | int) -> None: ...
+    @property
+    def FWCompression_RBV(self) -> str:
+        """FileWriter compression Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def FWNamePattern(self) -> str:
+        """FileWriter name pattern Kind: string; default 'series_$id'."""
+    @FWNamePattern.setter
+    def FWNamePattern(self, value: str) -> None: ...
+    @property
+    def FWNamePattern_RBV(self) -> str:
+        """FileWriter name pattern Kind: string; default 'series_$id'."""
+    @property
+    def FWNImagesPerFile(self) -> int:
+        """FileWriter images per data file Range: [1.0, None]. Kind: int32; default 1000."""
+    @FWNImagesPerFile.setter
+    def FWNImagesPerFile(self, value: int) -> None: ...
+    @property
+    def FWNImagesPerFile_RBV(self) -> int:
+        """FileWriter images per data file Range: [1.0, None]. Kind: int32; default 1000."""
+    @property
+    def FWAutoRemove(self) -> str:
+        """Delete FileWriter files once downloaded Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @FWAutoRemove.setter
+    def FWAutoRemove(self, value: str | int) -> None: ...
+    @property
+    def FWAutoRemove_RBV(self) -> str:
+        """Delete FileWriter files once downloaded Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def FWFree(self) -> float:
+        """FileWriter buffer free (GB) Kind: float64; default 0.0."""
+    @property
+    def FWFree_RBV(self) -> float:
+        """FileWriter buffer free (GB) Kind: float64; default 0.0."""
+    @property
+    def FWState(self) -> str:
+        """FileWriter state Kind: string; default ''."""
+    @property
+    def FWState_RBV(self) -> str:
+        """FileWriter state Kind: string; default ''."""
+    @property
+    def SaveFiles(self) -> str:
+        """Download FileWriter files (not done by ndflow) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @SaveFiles.setter
+    def SaveFiles(self, value: str | int) -> None: ...
+    @property
+    def SaveFiles_RBV(self) -> str:
+        """Download FileWriter files (not done by ndflow) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def FileOwner(self) -> str:
+        """Owner of downloaded files Kind: string; default ''."""
+    @FileOwner.setter
+    def FileOwner(self, value: str) -> None: ...
+    @property
+    def FileOwner_RBV(self) -> str:
+        """Owner of downloaded files Kind: string; default ''."""
+    @property
+    def FileOwnerGrp(self) -> str:
+        """Group of downloaded files Kind: string; default ''."""
+    @FileOwnerGrp.setter
+    def FileOwnerGrp(self, value: str) -> None: ...
+    @property
+    def FileOwnerGrp_RBV(self) -> str:
+        """Group of downloaded files Kind: string; default ''."""
+    @property
+    def FilePerms(self) -> float:
+        """Permissions of downloaded files Kind: float64; default 420.0."""
+    @FilePerms.setter
+    def FilePerms(self, value: float) -> None: ...
+    @property
+    def FilePerms_RBV(self) -> float:
+        """Permissions of downloaded files Kind: float64; default 420.0."""
+    @property
+    def SequenceId(self) -> int:
+        """Sequence id the last arm returned Kind: int32; default 0."""
+    @property
+    def StreamEnable(self) -> str:
+        """The detector's ZeroMQ stream Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @StreamEnable.setter
+    def StreamEnable(self, value: str | int) -> None: ...
+    @property
+    def StreamEnable_RBV(self) -> str:
+        """The detector's ZeroMQ stream Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def StreamDropped(self) -> int:
+        """Images the detector's stream dropped (stream/status/dropped) Kind: int32; default 0."""
+    @property
+    def StreamDropped_RBV(self) -> int:
+        """Images the detector's stream dropped (stream/status/dropped) Kind: int32; default 0."""
+    @property
+    def StreamState(self) -> str:
+        """Stream state Kind: string; default ''."""
+    @property
+    def StreamState_RBV(self) -> str:
+        """Stream state Kind: string; default ''."""
+    @property
+    def StreamHdrDetail(self) -> str:
+        """Series header detail: All adds flatfield, pixel mask and countrate table Choices: 'All', 'Basic', 'None' (or their index). Kind: enum All|Basic|None; default 'Basic'."""
+    @StreamHdrDetail.setter
+    def StreamHdrDetail(self, value: str | int) -> None: ...
+    @property
+    def StreamHdrDetail_RBV(self) -> str:
+        """Series header detail: All adds flatfield, pixel mask and countrate table Choices: 'All', 'Basic', 'None' (or their index). Kind: enum All|Basic|None; default 'Basic'."""
+    @property
+    def StreamHdrAppendix(self) -> str:
+        """Text appended to the series header Kind: string; default ''."""
+    @StreamHdrAppendix.setter
+    def StreamHdrAppendix(self, value: str) -> None: ...
+    @property
+    def StreamHdrAppendix_RBV(self) -> str:
+        """Text appended to the series header Kind: string; default ''."""
+    @property
+    def StreamImgAppendix(self) -> str:
+        """Text appended to every image Kind: string; default ''."""
+    @StreamImgAppendix.setter
+    def StreamImgAppendix(self, value: str) -> None: ...
+    @property
+    def StreamImgAppendix_RBV(self) -> str:
+        """Text appended to every image Kind: string; default ''."""
+    @property
+    def StreamDecompress(self) -> str:
+        """Decompress frames in ndflow (Disable: pass the detector's bslz4/lz4 bytes on) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @StreamDecompress.setter
+    def StreamDecompress(self, value: str | int) -> None: ...
+    @property
+    def StreamDecompress_RBV(self) -> str:
+        """Decompress frames in ndflow (Disable: pass the detector's bslz4/lz4 bytes on) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def MonitorEnable(self) -> str:
+        """The detector's monitor interface Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @MonitorEnable.setter
+    def MonitorEnable(self, value: str | int) -> None: ...
+    @property
+    def MonitorEnable_RBV(self) -> str:
+        """The detector's monitor interface Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def MonitorTimeout(self) -> float:
+        """Monitor timeout (ms) Kind: float64; default 500.0."""
+    @MonitorTimeout.setter
+    def MonitorTimeout(self, value: float) -> None: ...
+    @property
+    def MonitorTimeout_RBV(self) -> float:
+        """Monitor timeout (ms) Kind: float64; default 500.0."""
+    @property
+    def MonitorState(self) -> str:
+        """Monitor state Kind: string; default ''."""
+    @property
+    def MonitorState_RBV(self) -> str:
+        """Monitor state Kind: string; default ''."""
+    @property
+    def Wavelength(self) -> float:
+        """X-ray wavelength (Å) Kind: float64; default 1.54."""
+    @Wavelength.setter
+    def Wavelength(self, value: float) -> None: ...
+    @property
+    def Wavelength_RBV(self) -> float:
+        """X-ray wavelength (Å) Kind: float64; default 1.54."""
+    @property
+    def DetDist(self) -> float:
+        """Detector distance (m) Kind: float64; default 0.0."""
+    @DetDist.setter
+    def DetDist(self, value: float) -> None: ...
+    @property
+    def DetDist_RBV(self) -> float:
+        """Detector distance (m) Kind: float64; default 0.0."""
+    @property
+    def BeamX(self) -> float:
+        """Beam centre x (pixels) Kind: float64; default 0.0."""
+    @BeamX.setter
+    def BeamX(self, value: float) -> None: ...
+    @property
+    def BeamX_RBV(self) -> float:
+        """Beam centre x (pixels) Kind: float64; default 0.0."""
+    @property
+    def BeamY(self) -> float:
+        """Beam centre y (pixels) Kind: float64; default 0.0."""
+    @BeamY.setter
+    def BeamY(self, value: float) -> None: ...
+    @property
+    def BeamY_RBV(self) -> float:
+        """Beam centre y (pixels) Kind: float64; default 0.0."""
+    @property
+    def ChiStart(self) -> float:
+        """Chi at the first image (deg) Kind: float64; default 0.0."""
+    @ChiStart.setter
+    def ChiStart(self, value: float) -> None: ...
+    @property
+    def ChiStart_RBV(self) -> float:
+        """Chi at the first image (deg) Kind: float64; default 0.0."""
+    @property
+    def ChiIncr(self) -> float:
+        """Chi step per image (deg) Kind: float64; default 0.0."""
+    @ChiIncr.setter
+    def ChiIncr(self, value: float) -> None: ...
+    @property
+    def ChiIncr_RBV(self) -> float:
+        """Chi step per image (deg) Kind: float64; default 0.0."""
+    @property
+    def KappaStart(self) -> float:
+        """Kappa at the first image (deg) Kind: float64; default 0.0."""
+    @KappaStart.setter
+    def KappaStart(self, value: float) -> None: ...
+    @property
+    def KappaStart_RBV(self) -> float:
+        """Kappa at the first image (deg) Kind: float64; default 0.0."""
+    @property
+    def KappaIncr(self) -> float:
+        """Kappa step per image (deg) Kind: float64; default 0.0."""
+    @KappaIncr.setter
+    def KappaIncr(self, value: float) -> None: ...
+    @property
+    def KappaIncr_RBV(self) -> float:
+        """Kappa step per image (deg) Kind: float64; default 0.0."""
+    @property
+    def OmegaStart(self) -> float:
+        """Omega at the first image (deg) Kind: float64; default 0.0."""
+    @OmegaStart.setter
+    def OmegaStart(self, value: float) -> None: ...
+    @property
+    def OmegaStart_RBV(self) -> float:
+        """Omega at the first image (deg) Kind: float64; default 0.0."""
+    @property
+    def OmegaIncr(self) -> float:
+        """Omega step per image (deg) Kind: float64; default 0.0."""
+    @OmegaIncr.setter
+    def OmegaIncr(self, value: float) -> None: ...
+    @property
+    def OmegaIncr_RBV(self) -> float:
+        """Omega step per image (deg) Kind: float64; default 0.0."""
+    @property
+    def PhiStart(self) -> float:
+        """Phi at the first image (deg) Kind: float64; default 0.0."""
+    @PhiStart.setter
+    def PhiStart(self, value: float) -> None: ...
+    @property
+    def PhiStart_RBV(self) -> float:
+        """Phi at the first image (deg) Kind: float64; default 0.0."""
+    @property
+    def PhiIncr(self) -> float:
+        """Phi step per image (deg) Kind: float64; default 0.0."""
+    @PhiIncr.setter
+    def PhiIncr(self, value: float) -> None: ...
+    @property
+    def PhiIncr_RBV(self) -> float:
+        """Phi step per image (deg) Kind: float64; default 0.0."""
+    @property
+    def TwoThetaStart(self) -> float:
+        """Two theta at the first image (deg) Kind: float64; default 0.0."""
+    @TwoThetaStart.setter
+    def TwoThetaStart(self, value: float) -> None: ...
+    @property
+    def TwoThetaStart_RBV(self) -> float:
+        """Two theta at the first image (deg) Kind: float64; default 0.0."""
+    @property
+    def TwoThetaIncr(self) -> float:
+        """Two theta step per image (deg) Kind: float64; default 0.0."""
+    @TwoThetaIncr.setter
+    def TwoThetaIncr(self, value: float) -> None: ...
+    @property
+    def TwoThetaIncr_RBV(self) -> float:
+        """Two theta step per image (deg) Kind: float64; default 0.0."""
+    @property
+    def WavelengthEps(self) -> float:
+        """Wavelength change below which it is not sent (Å) Kind: float64; default 0.0005."""
+    @WavelengthEps.setter
+    def WavelengthEps(self, value: float) -> None: ...
+    @property
+    def WavelengthEps_RBV(self) -> float:
+        """Wavelength change below which it is not sent (Å) Kind: float64; default 0.0005."""
+    @property
+    def EnergyEps(self) -> float:
+        """Energy change below which it is not sent (eV) Kind: float64; default 0.05."""
+    @EnergyEps.setter
+    def EnergyEps(self, value: float) -> None: ...
+    @property
+    def EnergyEps_RBV(self) -> float:
+        """Energy change below which it is not sent (eV) Kind: float64; default 0.05."""
+    @property
+    def StreamExpected(self) -> int:
+        """Images the armed series announced (nimages × ntrigger) Kind: int64; default 0."""
+    @property
+    def StreamExpected_RBV(self) -> int:
+        """Images the armed series announced (nimages × ntrigger) Kind: int64; default 0."""
+    @property
+    def StreamReceived(self) -> int:
+        """Images received from the stream in this series Kind: int64; default 0."""
+    @property
+    def StreamReceived_RBV(self) -> int:
+        """Images received from the stream in this series Kind: int64; default 0."""
+    @property
+    def StreamLost(self) -> int:
+        """Images missing from the series (gaps in image_id, and short at its end) Kind: int64; default 0."""
+    @property
+    def StreamLost_RBV(self) -> int:
+        """Images missing from the series (gaps in image_id, and short at its end) Kind: int64; default 0."""
+    @property
+    def StreamInvalid(self) -> int:
+        """Stream messages that could not be decoded (dropped; Error_RBV says why) Kind: int64; default 0."""
+    @property
+    def StreamInvalid_RBV(self) -> int:
+        """Stream messages that could not be decoded (dropped; Error_RBV says why) Kind: int64; default 0."""
+    @property
+    def StreamForeign(self) -> int:
+        """Messages of another series, duplicate ends, images before their start (ignored) Kind: int64; default 0."""
+    @property
+    def StreamForeign_RBV(self) -> int:
+        """Messages of another series, duplicate ends, images before their start (ignored) Kind: int64; default 0."""
+    @property
+    def StreamConnection(self) -> str:
+        """Whether the stream socket is connected to the detector Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
+    @property
+    def StreamConnection_RBV(self) -> str:
+        """Whether the stream socket is connected to the detector Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
+    @property
+    def Link0(self) -> str:
+        """Data link 0 Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
+    @property
+    def Link0_RBV(self) -> str:
+        """Data link 0 Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
+    @property
+    def Link1(self) -> str:
+        """Data link 1 Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
+    @property
+    def Link1_RBV(self) -> str:
+        """Data link 1 Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
+    @property
+    def Link2(self) -> str:
+        """Data link 2 Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
+    @property
+    def Link2_RBV(self) -> str:
+        """Data link 2 Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
+    @property
+    def Link3(self) -> str:
+        """Data link 3 Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
+    @property
+    def Link3_RBV(self) -> str:
+        """Data link 3 Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
+    @property
+    def DCUBufferFree(self) -> float:
+        """DCU buffer free (%) Kind: float64; default 0.0."""
+    @property
+    def DCUBufferFree_RBV(self) -> float:
+        """DCU buffer free (%) Kind: float64; default 0.0."""
+    @property
+    def FWClear(self) -> float:
+        """Write to delete every FileWriter file on the detector Kind: float64; default 0.0."""
+    @FWClear.setter
+    def FWClear(self, value: float) -> None: ...
+    @property
+    def FWClear_RBV(self) -> float:
+        """Write to delete every FileWriter file on the detector Kind: float64; default 0.0."""
+
+class _pilatus4eigerDetectorParams:
+    @property
+    def FilePath(self) -> str:
+        """Directory of the files (a trailing / is added) Kind: string; default ''."""
+    @FilePath.setter
+    def FilePath(self, value: str) -> None: ...
+    @property
+    def FilePath_RBV(self) -> str:
+        """Directory of the files (a trailing / is added) Kind: string; default ''."""
+    @property
+    def FilePathExists(self) -> str:
+        """Whether FilePath is an existing directory Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def FilePathExists_RBV(self) -> str:
+        """Whether FilePath is an existing directory Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def CreateDirectory(self) -> int:
+        """0 none; -N create at most the last N levels; +N require the first N levels Kind: int32; default 0."""
+    @CreateDirectory.setter
+    def CreateDirectory(self, value: int) -> None: ...
+    @property
+    def CreateDirectory_RBV(self) -> int:
+        """0 none; -N create at most the last N levels; +N require the first N levels Kind: int32; default 0."""
+    @property
+    def FileName(self) -> str:
+        """Base file name Kind: string; default ''."""
+    @FileName.setter
+    def FileName(self, value: str) -> None: ...
+    @property
+    def FileName_RBV(self) -> str:
+        """Base file name Kind: string; default ''."""
+    @property
+    def FileNumber(self) -> int:
+        """Number of the next file Kind: int32; default 0."""
+    @FileNumber.setter
+    def FileNumber(self, value: int) -> None: ...
+    @property
+    def FileNumber_RBV(self) -> int:
+        """Number of the next file Kind: int32; default 0."""
+    @property
+    def AutoIncrement(self) -> str:
+        """Increment FileNumber after each file Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @AutoIncrement.setter
+    def AutoIncrement(self, value: str | int) -> None: ...
+    @property
+    def AutoIncrement_RBV(self) -> str:
+        """Increment FileNumber after each file Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def FileTemplate(self) -> str:
+        """printf of (FilePath, FileName, FileNumber): %s %s %d forms Kind: string; default '%s%s_%3.3d'."""
+    @FileTemplate.setter
+    def FileTemplate(self, value: str) -> None: ...
+    @property
+    def FileTemplate_RBV(self) -> str:
+        """printf of (FilePath, FileName, FileNumber): %s %s %d forms Kind: string; default '%s%s_%3.3d'."""
+    @property
+    def FullFileName(self) -> str:
+        """Name of the last file written Kind: string; default ''."""
+    @property
+    def FullFileName_RBV(self) -> str:
+        """Name of the last file written Kind: string; default ''."""
+    @property
+    def AutoSave(self) -> str:
+        """Single: write every frame; Capture: write when the buffer is full Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @AutoSave.setter
+    def AutoSave(self, value: str | int) -> None: ...
+    @property
+    def AutoSave_RBV(self) -> str:
+        """Single: write every frame; Capture: write when the buffer is full Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def WriteFile(self) -> str:
+        """Write the latest frame (Single) or the capture buffer (Capture) Choices: 'Done', 'Write' (or their index). Kind: enum Done|Write; default 'Done'."""
+    @WriteFile.setter
+    def WriteFile(self, value: str | int) -> None: ...
+    @property
+    def WriteFile_RBV(self) -> str:
+        """Write the latest frame (Single) or the capture buffer (Capture) Choices: 'Done', 'Write' (or their index). Kind: enum Done|Write; default 'Done'."""
+    @property
+    def ReadFile(self) -> str:
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+    @ReadFile.setter
+    def ReadFile(self, value: str | int) -> None: ...
+    @property
+    def ReadFile_RBV(self) -> str:
+        """Read the file FileNumber names back into the pipeline (TIFF); completes when read Choices: 'Done', 'Read' (or their index). Kind: enum Done|Read; default 'Done'."""
+    @property
+    def FileWriteMode(self) -> str:
+        """Single / Capture / Stream Choices: 'Single', 'Capture', 'Stream' (or their index). Kind: enum Single|Capture|Stream; default 'Single'."""
+    @FileWriteMode.setter
+    def FileWriteMode(self, value: str | int) -> None: ...
+    @property
+    def FileWriteMode_RBV(self) -> str:
+        """Single / Capture / Stream Choices: 'Single', 'Capture', 'Stream' (or their index). Kind: enum Single|Capture|Stream; default 'Single'."""
+    @property
+    def Capture(self) -> str:
+        """Start (1) / stop (0) Capture or Stream Choices: 'Done', 'Capture' (or their index). Kind: enum Done|Capture; default 'Done'."""
+    @Capture.setter
+    def Capture(self, value: str | int) -> None: ...
+    @property
+    def Capture_RBV(self) -> str:
+        """Start (1) / stop (0) Capture or Stream Choices: 'Done', 'Capture' (or their index). Kind: enum Done|Capture; default 'Done'."""
+    @property
+    def NumCapture(self) -> int:
+        """Frames to capture or stream (Stream: 0 = unlimited) Range: [0.0, None]. Kind: int32; default 1."""
+    @NumCapture.setter
+    def NumCapture(self, value: int) -> None: ...
+    @property
+    def NumCapture_RBV(self) -> int:
+        """Frames to capture or stream (Stream: 0 = unlimited) Range: [0.0, None]. Kind: int32; default 1."""
+    @property
+    def NumCaptured(self) -> int:
+        """Frames captured or streamed so far Kind: int32; default 0."""
+    @property
+    def NumCaptured_RBV(self) -> int:
+        """Frames captured or streamed so far Kind: int32; default 0."""
+    @property
+    def FreeCapture(self) -> str:
+        """Discard the capture buffer Choices: 'Done', 'Free' (or their index). Kind: enum Done|Free; default 'Done'."""
+    @FreeCapture.setter
+    def FreeCapture(self, value: str | int) -> None: ...
+    @property
+    def FreeCapture_RBV(self) -> str:
+        """Discard the capture buffer Choices: 'Done', 'Free' (or their index). Kind: enum Done|Free; default 'Done'."""
+    @property
+    def DeleteDriverFile(self) -> str:
+        """Delete the file named by the DriverFileName attribute after writing Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @DeleteDriverFile.setter
+    def DeleteDriverFile(self, value: str | int) -> None: ...
+    @property
+    def DeleteDriverFile_RBV(self) -> str:
+        """Delete the file named by the DriverFileName attribute after writing Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def LazyOpen(self) -> str:
+        """Stream: open the file on the first frame, not on Capture Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @LazyOpen.setter
+    def LazyOpen(self, value: str | int) -> None: ...
+    @property
+    def LazyOpen_RBV(self) -> str:
+        """Stream: open the file on the first frame, not on Capture Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def TempSuffix(self) -> str:
+        """Write to name+suffix, rename on close Kind: string; default ''."""
+    @TempSuffix.setter
+    def TempSuffix(self, value: str) -> None: ...
+    @property
+    def TempSuffix_RBV(self) -> str:
+        """Write to name+suffix, rename on close Kind: string; default ''."""
+    @property
+    def WriteStatus(self) -> str:
+        """Status of the last write Choices: 'Write OK', 'Write error' (or their index). Kind: enum Write OK|Write error; default 'Write OK'."""
+    @property
+    def WriteMessage(self) -> str:
+        """Error message of the last write Kind: string; default ''."""
+    @property
+    def FramesNotWritten(self) -> int:
+        """Frames lost to write errors Kind: int32; default 0."""
+    @property
+    def FramesNotWritten_RBV(self) -> int:
+        """Frames lost to write errors Kind: int32; default 0."""
+    @property
+    def FileFormat(self) -> str:
+        """File format of FileWriter downloads (not done by ndflow) Choices: 'Undefined', 'Invalid' (or their index). Kind: enum Undefined|Invalid; default 'Undefined'."""
+    @FileFormat.setter
+    def FileFormat(self, value: str | int) -> None: ...
+    @property
+    def FileFormat_RBV(self) -> str:
+        """File format of FileWriter downloads (not done by ndflow) Choices: 'Undefined', 'Invalid' (or their index). Kind: enum Undefined|Invalid; default 'Undefined'."""
+    @property
+    def Description(self) -> str:
+        """Detector model and serial Kind: string; default ''."""
+    @property
+    def Description_RBV(self) -> str:
+        """Detector model and serial Kind: string; default ''."""
+    @property
+    def SensorThickness(self) -> float:
+        """Sensor thickness (m) Kind: float64; default 0.0."""
+    @property
+    def SensorThickness_RBV(self) -> float:
+        """Sensor thickness (m) Kind: float64; default 0.0."""
+    @property
+    def SensorMaterial(self) -> str:
+        """Sensor material Kind: string; default ''."""
+    @property
+    def SensorMaterial_RBV(self) -> str:
+        """Sensor material Kind: string; default ''."""
+    @property
+    def CountCutoff(self) -> float:
+        """Counts above which the countrate correction gives up (per pixel) Kind: float64; default 0.0."""
+    @property
+    def CountCutoff_RBV(self) -> float:
+        """Counts above which the countrate correction gives up (per pixel) Kind: float64; default 0.0."""
+    @property
+    def XPixelSize(self) -> float:
+        """Pixel size in x (m) Kind: float64; default 0.0."""
+    @property
+    def XPixelSize_RBV(self) -> float:
+        """Pixel size in x (m) Kind: float64; default 0.0."""
+    @property
+    def YPixelSize(self) -> float:
+        """Pixel size in y (m) Kind: float64; default 0.0."""
+    @property
+    def YPixelSize_RBV(self) -> float:
+        """Pixel size in y (m) Kind: float64; default 0.0."""
+    @property
+    def Restart(self) -> str:
+        """Restart the detector control unit (system/command/restart), then initialize Choices: 'Done', 'Restart' (or their index). Kind: enum Done|Restart; default 'Done'."""
+    @Restart.setter
+    def Restart(self, value: str | int) -> None: ...
+    @property
+    def Restart_RBV(self) -> str:
+        """Restart the detector control unit (system/command/restart), then initialize Choices: 'Done', 'Restart' (or their index). Kind: enum Done|Restart; default 'Done'."""
+    @property
+    def Initialize(self) -> str:
+        """Initialize the detector (detector/command/initialize; takes tens of seconds) Choices: 'Done', 'Initialize' (or their index). Kind: enum Done|Initialize; default 'Done'."""
+    @Initialize.setter
+    def Initialize(self, value: str | int) -> None: ...
+    @property
+    def Initialize_RBV(self) -> str:
+        """Initialize the detector (detector/command/initialize; takes tens of seconds) Choices: 'Done', 'Initialize' (or their index). Kind: enum Done|Initialize; default 'Done'."""
+    @property
+    def State(self) -> str:
+        """Detector state (na, idle, ready, acquire, configure, initialize, error) or 'disconnected' Kind: string; default 'disconnected'."""
+    @property
+    def State_RBV(self) -> str:
+        """Detector state (na, idle, ready, acquire, configure, initialize, error) or 'disconnected' Kind: string; default 'disconnected'."""
+    @property
+    def Error(self) -> str:
+        """The detector's or the connection's last error Kind: string; default ''."""
+    @property
+    def Error_RBV(self) -> str:
+        """The detector's or the connection's last error Kind: string; default ''."""
+    @property
+    def Temp0(self) -> float:
+        """Detector temperature (°C) Kind: float64; default 0.0."""
+    @property
+    def Temp0_RBV(self) -> float:
+        """Detector temperature (°C) Kind: float64; default 0.0."""
+    @property
+    def Humid0(self) -> float:
+        """Detector humidity (%) Kind: float64; default 0.0."""
+    @property
+    def Humid0_RBV(self) -> float:
+        """Detector humidity (%) Kind: float64; default 0.0."""
+    @property
+    def PhotonEnergy(self) -> float:
+        """X-ray energy (eV); sets the threshold to half of it Kind: float64; default 8041.0."""
+    @PhotonEnergy.setter
+    def PhotonEnergy(self, value: float) -> None: ...
+    @property
+    def PhotonEnergy_RBV(self) -> float:
+        """X-ray energy (eV); sets the threshold to half of it Kind: float64; default 8041.0."""
+    @property
+    def ThresholdEnergy(self) -> float:
+        """Threshold energy (eV) Kind: float64; default 4020.5."""
+    @ThresholdEnergy.setter
+    def ThresholdEnergy(self, value: float) -> None: ...
+    @property
+    def ThresholdEnergy_RBV(self) -> float:
+        """Threshold energy (eV) Kind: float64; default 4020.5."""
+    @property
+    def TriggerMode(self) -> str:
+        """ints, inte, exts, exte, or Continuous (internal series re-armed until Stop) Choices: 'Internal Series', 'Internal Enable', 'External Series', 'External Enable', 'Continuous' (or their index). Kind: enum Internal Series|Internal Enable|External Series|External Enable|Continuous; default 'Internal Series'."""
+    @TriggerMode.setter
+    def TriggerMode(self, value: str | int) -> None: ...
+    @property
+    def TriggerMode_RBV(self) -> str:
+        """ints, inte, exts, exte, or Continuous (internal series re-armed until Stop) Choices: 'Internal Series', 'Internal Enable', 'External Series', 'External Enable', 'Continuous' (or their index). Kind: enum Internal Series|Internal Enable|External Series|External Enable|Continuous; default 'Internal Series'."""
+    @property
+    def NumTriggers(self) -> int:
+        """Triggers per series (ntrigger) Range: [1.0, None]. Kind: int32; default 1."""
+    @NumTriggers.setter
+    def NumTriggers(self, value: int) -> None: ...
+    @property
+    def NumTriggers_RBV(self) -> int:
+        """Triggers per series (ntrigger) Range: [1.0, None]. Kind: int32; default 1."""
+    @property
+    def ManualTrigger(self) -> str:
+        """Internal modes: wait for writes to Trigger instead of triggering at once Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @ManualTrigger.setter
+    def ManualTrigger(self, value: str | int) -> None: ...
+    @property
+    def ManualTrigger_RBV(self) -> str:
+        """Internal modes: wait for writes to Trigger instead of triggering at once Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def Trigger(self) -> float:
+        """Write to send one software trigger (ManualTrigger; inte exposes for AcquireTime) Kind: float64; default 0.0."""
+    @Trigger.setter
+    def Trigger(self, value: float) -> None: ...
+    @property
+    def Trigger_RBV(self) -> float:
+        """Write to send one software trigger (ManualTrigger; inte exposes for AcquireTime) Kind: float64; default 0.0."""
+    @property
+    def ROIMode(self) -> str:
+        """Read out a 4M region of a larger detector Choices: 'Disable', '4M' (or their index). Kind: enum Disable|4M; default 'Disable'."""
+    @ROIMode.setter
+    def ROIMode(self, value: str | int) -> None: ...
+    @property
+    def ROIMode_RBV(self) -> str:
+        """Read out a 4M region of a larger detector Choices: 'Disable', '4M' (or their index). Kind: enum Disable|4M; default 'Disable'."""
+    @property
+    def CompressionAlgo(self) -> str:
+        """Compression the detector applies to the stream Choices: 'LZ4', 'BS LZ4' (or their index). Kind: enum LZ4|BS LZ4; default 'BS LZ4'."""
+    @CompressionAlgo.setter
+    def CompressionAlgo(self, value: str | int) -> None: ...
+    @property
+    def CompressionAlgo_RBV(self) -> str:
+        """Compression the detector applies to the stream Choices: 'LZ4', 'BS LZ4' (or their index). Kind: enum LZ4|BS LZ4; default 'BS LZ4'."""
+    @property
+    def DataSource(self) -> str:
+        """Where frames come from: Stream (ZeroMQ), FileWriter (not read by ndflow) or None Choices: 'None', 'FileWriter', 'Stream' (or their index). Kind: enum None|FileWriter|Stream; default 'Stream'."""
+    @DataSource.setter
+    def DataSource(self, value: str | int) -> None: ...
+    @property
+    def DataSource_RBV(self) -> str:
+        """Where frames come from: Stream (ZeroMQ), FileWriter (not read by ndflow) or None Choices: 'None', 'FileWriter', 'Stream' (or their index). Kind: enum None|FileWriter|Stream; default 'Stream'."""
+    @property
+    def FlatfieldApplied(self) -> str:
+        """Flatfield correction on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @FlatfieldApplied.setter
+    def FlatfieldApplied(self, value: str | int) -> None: ...
+    @property
+    def FlatfieldApplied_RBV(self) -> str:
+        """Flatfield correction on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def CountrateCorrApplied(self) -> str:
+        """Countrate correction on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @CountrateCorrApplied.setter
+    def CountrateCorrApplied(self, value: str | int) -> None: ...
+    @property
+    def CountrateCorrApplied_RBV(self) -> str:
+        """Countrate correction on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def PixelMaskApplied(self) -> str:
+        """Pixel mask applied on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @PixelMaskApplied.setter
+    def PixelMaskApplied(self, value: str | int) -> None: ...
+    @property
+    def PixelMaskApplied_RBV(self) -> str:
+        """Pixel mask applied on the detector Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def AutoSummation(self) -> str:
+        """Sum sub-frames into the image (keeps counts exact) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @AutoSummation.setter
+    def AutoSummation(self, value: str | int) -> None: ...
+    @property
+    def AutoSummation_RBV(self) -> str:
+        """Sum sub-frames into the image (keeps counts exact) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def SignedData(self) -> str:
+        """Publish frames as signed integers (saturated/bad pixels become -1) Choices: 'Unsigned', 'Signed' (or their index). Kind: enum Unsigned|Signed; default 'Unsigned'."""
+    @SignedData.setter
+    def SignedData(self, value: str | int) -> None: ...
+    @property
+    def SignedData_RBV(self) -> str:
+        """Publish frames as signed integers (saturated/bad pixels become -1) Choices: 'Unsigned', 'Signed' (or their index). Kind: enum Unsigned|Signed; default 'Unsigned'."""
+    @property
+    def BitDepthImage(self) -> int:
+        """Bits per pixel of the image Kind: int32; default 16."""
+    @property
+    def BitDepthImage_RBV(self) -> int:
+        """Bits per pixel of the image Kind: int32; default 16."""
+    @property
+    def DeadTime(self) -> float:
+        """Detector dead time (s) Kind: float64; default 0.0."""
+    @property
+    def DeadTime_RBV(self) -> float:
+        """Detector dead time (s) Kind: float64; default 0.0."""
+    @property
+    def Armed(self) -> str:
+        """Whether the detector is armed Choices: 'Unarmed', 'Armed' (or their index). Kind: enum Unarmed|Armed; default 'Unarmed'."""
+    @property
+    def FWEnable(self) -> str:
+        """The detector's own HDF5 FileWriter Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @FWEnable.setter
+    def FWEnable(self, value: str | int) -> None: ...
+    @property
+    def FWEnable_RBV(self) -> str:
+        """The detector's own HDF5 FileWriter Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def FWCompression(self) -> str:
+        """FileWriter compression Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @FWCompression.setter
+    def FWCompression(self, value: str | int) -> None: ...
+    @property
+    def FWCompression_RBV(self) -> str:
+        """FileWriter compression Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def FWNamePattern(self) -> str:
+        """FileWriter name pattern Kind: string; default 'series_$id'."""
+    @FWNamePattern.setter
+    def FWNamePattern(self, value: str) -> None: ...
+    @property
+    def FWNamePattern_RBV(self) -> str:
+        """FileWriter name pattern Kind: string; default 'series_$id'."""
+    @property
+    def FWNImagesPerFile(self) -> int:
+        """FileWriter images per data file Range: [1.0, None]. Kind: int32; default 1000."""
+    @FWNImagesPerFile.setter
+    def FWNImagesPerFile(self, value: int) -> None: ...
+    @property
+    def FWNImagesPerFile_RBV(self) -> int:
+        """FileWriter images per data file Range: [1.0, None]. Kind: int32; default 1000."""
+    @property
+    def FWAutoRemove(self) -> str:
+        """Delete FileWriter files once downloaded Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @FWAutoRemove.setter
+    def FWAutoRemove(self, value: str | int) -> None: ...
+    @property
+    def FWAutoRemove_RBV(self) -> str:
+        """Delete FileWriter files once downloaded Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def FWFree(self) -> float:
+        """FileWriter buffer free (GB) Kind: float64; default 0.0."""
+    @property
+    def FWFree_RBV(self) -> float:
+        """FileWriter buffer free (GB) Kind: float64; default 0.0."""
+    @property
+    def FWState(self) -> str:
+        """FileWriter state Kind: string; default ''."""
+    @property
+    def FWState_RBV(self) -> str:
+        """FileWriter state Kind: string; default ''."""
+    @property
+    def SaveFiles(self) -> str:
+        """Download FileWriter files (not done by ndflow) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @SaveFiles.setter
+    def SaveFiles(self, value: str | int) -> None: ...
+    @property
+    def SaveFiles_RBV(self) -> str:
+        """Download FileWriter files (not done by ndflow) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def FileOwner(self) -> str:
+        """Owner of downloaded files Kind: string; default ''."""
+    @FileOwner.setter
+    def FileOwner(self, value: str) -> None: ...
+    @property
+    def FileOwner_RBV(self) -> str:
+        """Owner of downloaded files Kind: string; default ''."""
+    @property
+    def FileOwnerGrp(self) -> str:
+        """Group of downloaded files Kind: string; default ''."""
+    @FileOwnerGrp.setter
+    def FileOwnerGrp(self, value: str) -> None: ...
+    @property
+    def FileOwnerGrp_RBV(self) -> str:
+        """Group of downloaded files Kind: string; default ''."""
+    @property
+    def FilePerms(self) -> float:
+        """Permissions of downloaded files Kind: float64; default 420.0."""
+    @FilePerms.setter
+    def FilePerms(self, value: float) -> None: ...
+    @property
+    def FilePerms_RBV(self) -> float:
+        """Permissions of downloaded files Kind: float64; default 420.0."""
+    @property
+    def SequenceId(self) -> int:
+        """Sequence id the last arm returned Kind: int32; default 0."""
+    @property
+    def StreamEnable(self) -> str:
+        """The detector's ZeroMQ stream Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @StreamEnable.setter
+    def StreamEnable(self, value: str | int) -> None: ...
+    @property
+    def StreamEnable_RBV(self) -> str:
+        """The detector's ZeroMQ stream Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def StreamDropped(self) -> int:
+        """Images the detector's stream dropped (stream/status/dropped) Kind: int32; default 0."""
+    @property
+    def StreamDropped_RBV(self) -> int:
+        """Images the detector's stream dropped (stream/status/dropped) Kind: int32; default 0."""
+    @property
+    def StreamState(self) -> str:
+        """Stream state Kind: string; default ''."""
+    @property
+    def StreamState_RBV(self) -> str:
+        """Stream state Kind: string; default ''."""
+    @property
+    def StreamHdrDetail(self) -> str:
+        """Series header detail: All adds flatfield, pixel mask and countrate table Choices: 'All', 'Basic', 'None' (or their index). Kind: enum All|Basic|None; default 'Basic'."""
+    @StreamHdrDetail.setter
+    def StreamHdrDetail(self, value: str | int) -> None: ...
+    @property
+    def StreamHdrDetail_RBV(self) -> str:
+        """Series header detail: All adds flatfield, pixel mask and countrate table Choices: 'All', 'Basic', 'None' (or their index). Kind: enum All|Basic|None; default 'Basic'."""
+    @property
+    def StreamHdrAppendix(self) -> str:
+        """Text appended to the series header Kind: string; default ''."""
+    @StreamHdrAppendix.setter
+    def StreamHdrAppendix(self, value: str) -> None: ...
+    @property
+    def StreamHdrAppendix_RBV(self) -> str:
+        """Text appended to the series header Kind: string; default ''."""
+    @property
+    def StreamImgAppendix(self) -> str:
+        """Text appended to every image Kind: string; default ''."""
+    @StreamImgAppendix.setter
+    def StreamImgAppendix(self, value: str) -> None: ...
+    @property
+    def StreamImgAppendix_RBV(self) -> str:
+        """Text appended to every image Kind: string; default ''."""
+    @property
+    def StreamDecompress(self) -> str:
+        """Decompress frames in ndflow (Disable: pass the detector's bslz4/lz4 bytes on) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @StreamDecompress.setter
+    def StreamDecompress(self, value: str | int) -> None: ...
+    @property
+    def StreamDecompress_RBV(self) -> str:
+        """Decompress frames in ndflow (Disable: pass the detector's bslz4/lz4 bytes on) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def MonitorEnable(self) -> str:
+        """The detector's monitor interface Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @MonitorEnable.setter
+    def MonitorEnable(self, value: str | int) -> None: ...
+    @property
+    def MonitorEnable_RBV(self) -> str:
+        """The detector's monitor interface Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def MonitorTimeout(self) -> float:
+        """Monitor timeout (ms) Kind: float64; default 500.0."""
+    @MonitorTimeout.setter
+    def MonitorTimeout(self, value: float) -> None: ...
+    @property
+    def MonitorTimeout_RBV(self) -> float:
+        """Monitor timeout (ms) Kind: float64; default 500.0."""
+    @property
+    def MonitorState(self) -> str:
+        """Monitor state Kind: string; default ''."""
+    @property
+    def MonitorState_RBV(self) -> str:
+        """Monitor state Kind: string; default ''."""
+    @property
+    def Wavelength(self) -> float:
+        """X-ray wavelength (Å) Kind: float64; default 1.54."""
+    @Wavelength.setter
+    def Wavelength(self, value: float) -> None: ...
+    @property
+    def Wavelength_RBV(self) -> float:
+        """X-ray wavelength (Å) Kind: float64; default 1.54."""
+    @property
+    def DetDist(self) -> float:
+        """Detector distance (m) Kind: float64; default 0.0."""
+    @DetDist.setter
+    def DetDist(self, value: float) -> None: ...
+    @property
+    def DetDist_RBV(self) -> float:
+        """Detector distance (m) Kind: float64; default 0.0."""
+    @property
+    def BeamX(self) -> float:
+        """Beam centre x (pixels) Kind: float64; default 0.0."""
+    @BeamX.setter
+    def BeamX(self, value: float) -> None: ...
+    @property
+    def BeamX_RBV(self) -> float:
+        """Beam centre x (pixels) Kind: float64; default 0.0."""
+    @property
+    def BeamY(self) -> float:
+        """Beam centre y (pixels) Kind: float64; default 0.0."""
+    @BeamY.setter
+    def BeamY(self, value: float) -> None: ...
+    @property
+    def BeamY_RBV(self) -> float:
+        """Beam centre y (pixels) Kind: float64; default 0.0."""
+    @property
+    def ChiStart(self) -> float:
+        """Chi at the first image (deg) Kind: float64; default 0.0."""
+    @ChiStart.setter
+    def ChiStart(self, value: float) -> None: ...
+    @property
+    def ChiStart_RBV(self) -> float:
+        """Chi at the first image (deg) Kind: float64; default 0.0."""
+    @property
+    def ChiIncr(self) -> float:
+        """Chi step per image (deg) Kind: float64; default 0.0."""
+    @ChiIncr.setter
+    def ChiIncr(self, value: float) -> None: ...
+    @property
+    def ChiIncr_RBV(self) -> float:
+        """Chi step per image (deg) Kind: float64; default 0.0."""
+    @property
+    def KappaStart(self) -> float:
+        """Kappa at the first image (deg) Kind: float64; default 0.0."""
+    @KappaStart.setter
+    def KappaStart(self, value: float) -> None: ...
+    @property
+    def KappaStart_RBV(self) -> float:
+        """Kappa at the first image (deg) Kind: float64; default 0.0."""
+    @property
+    def KappaIncr(self) -> float:
+        """Kappa step per image (deg) Kind: float64; default 0.0."""
+    @KappaIncr.setter
+    def KappaIncr(self, value: float) -> None: ...
+    @property
+    def KappaIncr_RBV(self) -> float:
+        """Kappa step per image (deg) Kind: float64; default 0.0."""
+    @property
+    def OmegaStart(self) -> float:
+        """Omega at the first image (deg) Kind: float64; default 0.0."""
+    @OmegaStart.setter
+    def OmegaStart(self, value: float) -> None: ...
+    @property
+    def OmegaStart_RBV(self) -> float:
+        """Omega at the first image (deg) Kind: float64; default 0.0."""
+    @property
+    def OmegaIncr(self) -> float:
+        """Omega step per image (deg) Kind: float64; default 0.0."""
+    @OmegaIncr.setter
+    def OmegaIncr(self, value: float) -> None: ...
+    @property
+    def OmegaIncr_RBV(self) -> float:
+        """Omega step per image (deg) Kind: float64; default 0.0."""
+    @property
+    def PhiStart(self) -> float:
+        """Phi at the first image (deg) Kind: float64; default 0.0."""
+    @PhiStart.setter
+    def PhiStart(self, value: float) -> None: ...
+    @property
+    def PhiStart_RBV(self) -> float:
+        """Phi at the first image (deg) Kind: float64; default 0.0."""
+    @property
+    def PhiIncr(self) -> float:
+        """Phi step per image (deg) Kind: float64; default 0.0."""
+    @PhiIncr.setter
+    def PhiIncr(self, value: float) -> None: ...
+    @property
+    def PhiIncr_RBV(self) -> float:
+        """Phi step per image (deg) Kind: float64; default 0.0."""
+    @property
+    def TwoThetaStart(self) -> float:
+        """Two theta at the first image (deg) Kind: float64; default 0.0."""
+    @TwoThetaStart.setter
+    def TwoThetaStart(self, value: float) -> None: ...
+    @property
+    def TwoThetaStart_RBV(self) -> float:
+        """Two theta at the first image (deg) Kind: float64; default 0.0."""
+    @property
+    def TwoThetaIncr(self) -> float:
+        """Two theta step per image (deg) Kind: float64; default 0.0."""
+    @TwoThetaIncr.setter
+    def TwoThetaIncr(self, value: float) -> None: ...
+    @property
+    def TwoThetaIncr_RBV(self) -> float:
+        """Two theta step per image (deg) Kind: float64; default 0.0."""
+    @property
+    def WavelengthEps(self) -> float:
+        """Wavelength change below which it is not sent (Å) Kind: float64; default 0.0005."""
+    @WavelengthEps.setter
+    def WavelengthEps(self, value: float) -> None: ...
+    @property
+    def WavelengthEps_RBV(self) -> float:
+        """Wavelength change below which it is not sent (Å) Kind: float64; default 0.0005."""
+    @property
+    def EnergyEps(self) -> float:
+        """Energy change below which it is not sent (eV) Kind: float64; default 0.05."""
+    @EnergyEps.setter
+    def EnergyEps(self, value: float) -> None: ...
+    @property
+    def EnergyEps_RBV(self) -> float:
+        """Energy change below which it is not sent (eV) Kind: float64; default 0.05."""
+    @property
+    def StreamExpected(self) -> int:
+        """Images the armed series announced (nimages × ntrigger) Kind: int64; default 0."""
+    @property
+    def StreamExpected_RBV(self) -> int:
+        """Images the armed series announced (nimages × ntrigger) Kind: int64; default 0."""
+    @property
+    def StreamReceived(self) -> int:
+        """Images received from the stream in this series Kind: int64; default 0."""
+    @property
+    def StreamReceived_RBV(self) -> int:
+        """Images received from the stream in this series Kind: int64; default 0."""
+    @property
+    def StreamLost(self) -> int:
+        """Images missing from the series (gaps in image_id, and short at its end) Kind: int64; default 0."""
+    @property
+    def StreamLost_RBV(self) -> int:
+        """Images missing from the series (gaps in image_id, and short at its end) Kind: int64; default 0."""
+    @property
+    def StreamInvalid(self) -> int:
+        """Stream messages that could not be decoded (dropped; Error_RBV says why) Kind: int64; default 0."""
+    @property
+    def StreamInvalid_RBV(self) -> int:
+        """Stream messages that could not be decoded (dropped; Error_RBV says why) Kind: int64; default 0."""
+    @property
+    def StreamForeign(self) -> int:
+        """Messages of another series, duplicate ends, images before their start (ignored) Kind: int64; default 0."""
+    @property
+    def StreamForeign_RBV(self) -> int:
+        """Messages of another series, duplicate ends, images before their start (ignored) Kind: int64; default 0."""
+    @property
+    def StreamConnection(self) -> str:
+        """Whether the stream socket is connected to the detector Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
+    @property
+    def StreamConnection_RBV(self) -> str:
+        """Whether the stream socket is connected to the detector Choices: 'Down', 'Up' (or their index). Kind: enum Down|Up; default 'Down'."""
+    @property
+    def HVResetTime(self) -> float:
+        """High-voltage reset duration (s) Kind: float64; default 1.0."""
+    @HVResetTime.setter
+    def HVResetTime(self, value: float) -> None: ...
+    @property
+    def HVResetTime_RBV(self) -> float:
+        """High-voltage reset duration (s) Kind: float64; default 1.0."""
+    @property
+    def HVReset(self) -> str:
+        """Reset the high voltage Choices: 'Done', 'Reset' (or their index). Kind: enum Done|Reset; default 'Done'."""
+    @HVReset.setter
+    def HVReset(self, value: str | int) -> None: ...
+    @property
+    def HVReset_RBV(self) -> str:
+        """Reset the high voltage Choices: 'Done', 'Reset' (or their index). Kind: enum Done|Reset; default 'Done'."""
+    @property
+    def HVState(self) -> str:
+        """High-voltage state Kind: string; default ''."""
+    @property
+    def HVState_RBV(self) -> str:
+        """High-voltage state Kind: string; default ''."""
+    @property
+    def CountingMode(self) -> str:
+        """Counting mode Choices: 'Normal', 'Retrigger' (or their index). Kind: enum Normal|Retrigger; default 'Normal'."""
+    @CountingMode.setter
+    def CountingMode(self, value: str | int) -> None: ...
+    @property
+    def CountingMode_RBV(self) -> str:
+        """Counting mode Choices: 'Normal', 'Retrigger' (or their index). Kind: enum Normal|Retrigger; default 'Normal'."""
+    @property
+    def Threshold1Enable(self) -> str:
+        """Threshold 1 Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @Threshold1Enable.setter
+    def Threshold1Enable(self, value: str | int) -> None: ...
+    @property
+    def Threshold1Enable_RBV(self) -> str:
+        """Threshold 1 Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
+    @property
+    def Threshold2Energy(self) -> float:
+        """Threshold 2 energy (eV) Kind: float64; default 0.0."""
+    @Threshold2Energy.setter
+    def Threshold2Energy(self, value: float) -> None: ...
+    @property
+    def Threshold2Energy_RBV(self) -> float:
+        """Threshold 2 energy (eV) Kind: float64; default 0.0."""
+    @property
+    def Threshold2Enable(self) -> str:
+        """Threshold 2 Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @Threshold2Enable.setter
+    def Threshold2Enable(self, value: str | int) -> None: ...
+    @property
+    def Threshold2Enable_RBV(self) -> str:
+        """Threshold 2 Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def ThresholdDiffEnable(self) -> str:
+        """Difference channel (threshold 1 − 2) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @ThresholdDiffEnable.setter
+    def ThresholdDiffEnable(self, value: str | int) -> None: ...
+    @property
+    def ThresholdDiffEnable_RBV(self) -> str:
+        """Difference channel (threshold 1 − 2) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def TriggerStartDelay(self) -> float:
+        """Delay from trigger to exposure (s) Kind: float64; default 0.0."""
+    @TriggerStartDelay.setter
+    def TriggerStartDelay(self, value: float) -> None: ...
+    @property
+    def TriggerStartDelay_RBV(self) -> float:
+        """Delay from trigger to exposure (s) Kind: float64; default 0.0."""
+    @property
+    def ExtGateMode(self) -> str:
+        """External gate mode Choices: 'HDR', 'Pump & Probe' (or their index). Kind: enum HDR|Pump & Probe; default 'Pump & Probe'."""
+    @ExtGateMode.setter
+    def ExtGateMode(self, value: str | int) -> None: ...
+    @property
+    def ExtGateMode_RBV(self) -> str:
+        """External gate mode Choices: 'HDR', 'Pump & Probe' (or their index). Kind: enum HDR|Pump & Probe; default 'Pump & Probe'."""
+    @property
+    def StreamVersion(self) -> str:
+        """Stream v1 (ZeroMQ multipart JSON, StreamPort) or v2 (CBOR, Stream2Port) Choices: 'Stream', 'Stream2' (or their index). Kind: enum Stream|Stream2; default 'Stream2'."""
+    @StreamVersion.setter
+    def StreamVersion(self, value: str | int) -> None: ...
+    @property
+    def StreamVersion_RBV(self) -> str:
+        """Stream v1 (ZeroMQ multipart JSON, StreamPort) or v2 (CBOR, Stream2Port) Choices: 'Stream', 'Stream2' (or their index). Kind: enum Stream|Stream2; default 'Stream2'."""
+    @property
+    def StreamAsTSSource(self) -> str:
+        """Time-stamp frames with the detector's clock (series_date + start_time) Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @StreamAsTSSource.setter
+    def StreamAsTSSource(self, value: str | int) -> None: ...
+    @property
+    def StreamAsTSSource_RBV(self) -> str:
+        """Time-stamp frames with the detector's clock (series_date + start_time) Choices: 'No', 'Yes' (or their index). Kind: enum No|Yes; default 'No'."""
+    @property
+    def FWHDF5Format(self) -> str:
+        """FileWriter HDF5 format Choices: 'Legacy', 'v2024.2' (or their index). Kind: enum Legacy|v2024.2; default 'Legacy'."""
+    @FWHDF5Format.setter
+    def FWHDF5Format(self, value: str | int) -> None: ...
+    @property
+    def FWHDF5Format_RBV(self) -> str:
+        """FileWriter HDF5 format Choices: 'Legacy', 'v2024.2' (or their index). Kind: enum Legacy|v2024.2; default 'Legacy'."""
+    @property
+    def Threshold3Enable(self) -> str:
+        """Threshold 3 Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @Threshold3Enable.setter
+    def Threshold3Enable(self, value: str | int) -> None: ...
+    @property
+    def Threshold3Enable_RBV(self) -> str:
+        """Threshold 3 Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def Threshold3Energy(self) -> float:
+        """Threshold 3 energy (eV) Kind: float64; default 0.0."""
+    @Threshold3Energy.setter
+    def Threshold3Energy(self, value: float) -> None: ...
+    @property
+    def Threshold3Energy_RBV(self) -> float:
+        """Threshold 3 energy (eV) Kind: float64; default 0.0."""
+    @property
+    def Threshold4Enable(self) -> str:
+        """Threshold 4 Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @Threshold4Enable.setter
+    def Threshold4Enable(self, value: str | int) -> None: ...
+    @property
+    def Threshold4Enable_RBV(self) -> str:
+        """Threshold 4 Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
+    @property
+    def Threshold4Energy(self) -> float:
+        """Threshold 4 energy (eV) Kind: float64; default 0.0."""
+    @Threshold4Energy.setter
+    def Threshold4Energy(self, value: float) -> None: ...
+    @property
+    def Threshold4Energy_RBV(self) -> float:
+        """Threshold 4 energy (eV) Kind: float64; default 0.0."""
+
 class _NDPluginBaseParams:
     @property
     def PluginType(self) -> str:
@@ -5043,6 +7405,15 @@ class SimPort(Port, _simsimDetectorParams, _ADBaseParams, _NDArrayBaseParams):
 class PvadriverPort(Port, _pvadriverpvaDriverParams, _ADBaseParams, _NDArrayBaseParams):
     """A `pvadriver` port: its parameters as attributes."""
 
+class EigerPort(Port, _eigereigerDetectorParams, _ADBaseParams, _NDArrayBaseParams):
+    """A `eiger` port: its parameters as attributes."""
+
+class Eiger1Port(Port, _eiger1eigerDetectorParams, _ADBaseParams, _NDArrayBaseParams):
+    """A `eiger1` port: its parameters as attributes."""
+
+class Pilatus4Port(Port, _pilatus4eigerDetectorParams, _ADBaseParams, _NDArrayBaseParams):
+    """A `pilatus4` port: its parameters as attributes."""
+
 class RoiPort(Port, _roiNDPluginROIParams, _NDPluginBaseParams, _NDArrayBaseParams):
     """A `roi` port: its parameters as attributes."""
 
@@ -5138,6 +7509,12 @@ class Pipeline:
     def add(self, type_name: Literal['sim'], name: str, prefix: str | None = None, *, MaxSizeX: int = ..., MaxSizeY: int = ..., Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., MinX: int = ..., MinY: int = ..., SizeX: int = ..., SizeY: int = ..., BinX: int = ..., BinY: int = ..., ReverseX: str | int = ..., ReverseY: str | int = ..., Gain: float = ..., ImageMode: str | int = ..., TriggerMode: str | int = ..., FrameType: str | int = ..., AcquireTime: float = ..., AcquirePeriod: float = ..., NumImages: int = ..., NumExposures: int = ..., ReadStatus: str | int = ..., ShutterMode: str | int = ..., ShutterControl: str | int = ..., ShutterOpenDelay: float = ..., ShutterCloseDelay: float = ..., Temperature: float = ..., SimMode: str | int = ..., GainX: float = ..., GainY: float = ..., GainRed: float = ..., GainGreen: float = ..., GainBlue: float = ..., Offset: float = ..., Noise: float = ..., Reset: int = ..., PeakStartX: int = ..., PeakStartY: int = ..., PeakWidthX: int = ..., PeakWidthY: int = ..., PeakNumX: int = ..., PeakNumY: int = ..., PeakStepX: int = ..., PeakStepY: int = ..., PeakVariation: float = ..., XSineOperation: str | int = ..., YSineOperation: str | int = ..., XSine1Amplitude: float = ..., XSine1Frequency: float = ..., XSine1Phase: float = ..., XSine2Amplitude: float = ..., XSine2Frequency: float = ..., XSine2Phase: float = ..., YSine1Amplitude: float = ..., YSine1Frequency: float = ..., YSine1Phase: float = ..., YSine2Amplitude: float = ..., YSine2Frequency: float = ..., YSine2Phase: float = ...) -> SimPort: ...
     @overload
     def add(self, type_name: Literal['pvadriver'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., MinX: int = ..., MinY: int = ..., SizeX: int = ..., SizeY: int = ..., BinX: int = ..., BinY: int = ..., ReverseX: str | int = ..., ReverseY: str | int = ..., Gain: float = ..., ImageMode: str | int = ..., TriggerMode: str | int = ..., FrameType: str | int = ..., AcquireTime: float = ..., AcquirePeriod: float = ..., NumImages: int = ..., NumExposures: int = ..., ReadStatus: str | int = ..., ShutterMode: str | int = ..., ShutterControl: str | int = ..., ShutterOpenDelay: float = ..., ShutterCloseDelay: float = ..., Temperature: float = ..., PvName: str = ..., CountUidGaps: str | int = ..., DropInitialValue: str | int = ..., Lossless: str | int = ..., MonitorQueueSize: int = ...) -> PvadriverPort: ...
+    @overload
+    def add(self, type_name: Literal['eiger'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., MinX: int = ..., MinY: int = ..., SizeX: int = ..., SizeY: int = ..., BinX: int = ..., BinY: int = ..., ReverseX: str | int = ..., ReverseY: str | int = ..., Gain: float = ..., ImageMode: str | int = ..., TriggerMode: str | int = ..., FrameType: str | int = ..., AcquireTime: float = ..., AcquirePeriod: float = ..., NumImages: int = ..., NumExposures: int = ..., ReadStatus: str | int = ..., ShutterMode: str | int = ..., ShutterControl: str | int = ..., ShutterOpenDelay: float = ..., ShutterCloseDelay: float = ..., Temperature: float = ..., FilePath: str = ..., CreateDirectory: int = ..., FileName: str = ..., FileNumber: int = ..., AutoIncrement: str | int = ..., FileTemplate: str = ..., AutoSave: str | int = ..., WriteFile: str | int = ..., ReadFile: str | int = ..., FileWriteMode: str | int = ..., Capture: str | int = ..., NumCapture: int = ..., FreeCapture: str | int = ..., DeleteDriverFile: str | int = ..., LazyOpen: str | int = ..., TempSuffix: str = ..., FileFormat: str | int = ..., Restart: str | int = ..., Initialize: str | int = ..., PhotonEnergy: float = ..., ThresholdEnergy: float = ..., NumTriggers: int = ..., ManualTrigger: str | int = ..., Trigger: float = ..., ROIMode: str | int = ..., CompressionAlgo: str | int = ..., DataSource: str | int = ..., FlatfieldApplied: str | int = ..., CountrateCorrApplied: str | int = ..., PixelMaskApplied: str | int = ..., AutoSummation: str | int = ..., SignedData: str | int = ..., FWEnable: str | int = ..., FWCompression: str | int = ..., FWNamePattern: str = ..., FWNImagesPerFile: int = ..., FWAutoRemove: str | int = ..., SaveFiles: str | int = ..., FileOwner: str = ..., FileOwnerGrp: str = ..., FilePerms: float = ..., StreamEnable: str | int = ..., StreamHdrDetail: str | int = ..., StreamHdrAppendix: str = ..., StreamImgAppendix: str = ..., StreamDecompress: str | int = ..., MonitorEnable: str | int = ..., MonitorTimeout: float = ..., Wavelength: float = ..., DetDist: float = ..., BeamX: float = ..., BeamY: float = ..., ChiStart: float = ..., ChiIncr: float = ..., KappaStart: float = ..., KappaIncr: float = ..., OmegaStart: float = ..., OmegaIncr: float = ..., PhiStart: float = ..., PhiIncr: float = ..., TwoThetaStart: float = ..., TwoThetaIncr: float = ..., WavelengthEps: float = ..., EnergyEps: float = ..., HVResetTime: float = ..., HVReset: str | int = ..., CountingMode: str | int = ..., Threshold1Enable: str | int = ..., Threshold2Energy: float = ..., Threshold2Enable: str | int = ..., ThresholdDiffEnable: str | int = ..., TriggerStartDelay: float = ..., ExtGateMode: str | int = ..., StreamVersion: str | int = ..., StreamAsTSSource: str | int = ..., FWHDF5Format: str | int = ...) -> EigerPort: ...
+    @overload
+    def add(self, type_name: Literal['eiger1'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., MinX: int = ..., MinY: int = ..., SizeX: int = ..., SizeY: int = ..., BinX: int = ..., BinY: int = ..., ReverseX: str | int = ..., ReverseY: str | int = ..., Gain: float = ..., ImageMode: str | int = ..., TriggerMode: str | int = ..., FrameType: str | int = ..., AcquireTime: float = ..., AcquirePeriod: float = ..., NumImages: int = ..., NumExposures: int = ..., ReadStatus: str | int = ..., ShutterMode: str | int = ..., ShutterControl: str | int = ..., ShutterOpenDelay: float = ..., ShutterCloseDelay: float = ..., Temperature: float = ..., FilePath: str = ..., CreateDirectory: int = ..., FileName: str = ..., FileNumber: int = ..., AutoIncrement: str | int = ..., FileTemplate: str = ..., AutoSave: str | int = ..., WriteFile: str | int = ..., ReadFile: str | int = ..., FileWriteMode: str | int = ..., Capture: str | int = ..., NumCapture: int = ..., FreeCapture: str | int = ..., DeleteDriverFile: str | int = ..., LazyOpen: str | int = ..., TempSuffix: str = ..., FileFormat: str | int = ..., Restart: str | int = ..., Initialize: str | int = ..., PhotonEnergy: float = ..., ThresholdEnergy: float = ..., NumTriggers: int = ..., ManualTrigger: str | int = ..., Trigger: float = ..., ROIMode: str | int = ..., CompressionAlgo: str | int = ..., DataSource: str | int = ..., FlatfieldApplied: str | int = ..., CountrateCorrApplied: str | int = ..., PixelMaskApplied: str | int = ..., AutoSummation: str | int = ..., SignedData: str | int = ..., FWEnable: str | int = ..., FWCompression: str | int = ..., FWNamePattern: str = ..., FWNImagesPerFile: int = ..., FWAutoRemove: str | int = ..., SaveFiles: str | int = ..., FileOwner: str = ..., FileOwnerGrp: str = ..., FilePerms: float = ..., StreamEnable: str | int = ..., StreamHdrDetail: str | int = ..., StreamHdrAppendix: str = ..., StreamImgAppendix: str = ..., StreamDecompress: str | int = ..., MonitorEnable: str | int = ..., MonitorTimeout: float = ..., Wavelength: float = ..., DetDist: float = ..., BeamX: float = ..., BeamY: float = ..., ChiStart: float = ..., ChiIncr: float = ..., KappaStart: float = ..., KappaIncr: float = ..., OmegaStart: float = ..., OmegaIncr: float = ..., PhiStart: float = ..., PhiIncr: float = ..., TwoThetaStart: float = ..., TwoThetaIncr: float = ..., WavelengthEps: float = ..., EnergyEps: float = ..., FWClear: float = ...) -> Eiger1Port: ...
+    @overload
+    def add(self, type_name: Literal['pilatus4'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., MinX: int = ..., MinY: int = ..., SizeX: int = ..., SizeY: int = ..., BinX: int = ..., BinY: int = ..., ReverseX: str | int = ..., ReverseY: str | int = ..., Gain: float = ..., ImageMode: str | int = ..., TriggerMode: str | int = ..., FrameType: str | int = ..., AcquireTime: float = ..., AcquirePeriod: float = ..., NumImages: int = ..., NumExposures: int = ..., ReadStatus: str | int = ..., ShutterMode: str | int = ..., ShutterControl: str | int = ..., ShutterOpenDelay: float = ..., ShutterCloseDelay: float = ..., Temperature: float = ..., FilePath: str = ..., CreateDirectory: int = ..., FileName: str = ..., FileNumber: int = ..., AutoIncrement: str | int = ..., FileTemplate: str = ..., AutoSave: str | int = ..., WriteFile: str | int = ..., ReadFile: str | int = ..., FileWriteMode: str | int = ..., Capture: str | int = ..., NumCapture: int = ..., FreeCapture: str | int = ..., DeleteDriverFile: str | int = ..., LazyOpen: str | int = ..., TempSuffix: str = ..., FileFormat: str | int = ..., Restart: str | int = ..., Initialize: str | int = ..., PhotonEnergy: float = ..., ThresholdEnergy: float = ..., NumTriggers: int = ..., ManualTrigger: str | int = ..., Trigger: float = ..., ROIMode: str | int = ..., CompressionAlgo: str | int = ..., DataSource: str | int = ..., FlatfieldApplied: str | int = ..., CountrateCorrApplied: str | int = ..., PixelMaskApplied: str | int = ..., AutoSummation: str | int = ..., SignedData: str | int = ..., FWEnable: str | int = ..., FWCompression: str | int = ..., FWNamePattern: str = ..., FWNImagesPerFile: int = ..., FWAutoRemove: str | int = ..., SaveFiles: str | int = ..., FileOwner: str = ..., FileOwnerGrp: str = ..., FilePerms: float = ..., StreamEnable: str | int = ..., StreamHdrDetail: str | int = ..., StreamHdrAppendix: str = ..., StreamImgAppendix: str = ..., StreamDecompress: str | int = ..., MonitorEnable: str | int = ..., MonitorTimeout: float = ..., Wavelength: float = ..., DetDist: float = ..., BeamX: float = ..., BeamY: float = ..., ChiStart: float = ..., ChiIncr: float = ..., KappaStart: float = ..., KappaIncr: float = ..., OmegaStart: float = ..., OmegaIncr: float = ..., PhiStart: float = ..., PhiIncr: float = ..., TwoThetaStart: float = ..., TwoThetaIncr: float = ..., WavelengthEps: float = ..., EnergyEps: float = ..., HVResetTime: float = ..., HVReset: str | int = ..., CountingMode: str | int = ..., Threshold1Enable: str | int = ..., Threshold2Energy: float = ..., Threshold2Enable: str | int = ..., ThresholdDiffEnable: str | int = ..., TriggerStartDelay: float = ..., ExtGateMode: str | int = ..., StreamVersion: str | int = ..., StreamAsTSSource: str | int = ..., FWHDF5Format: str | int = ..., Threshold3Enable: str | int = ..., Threshold3Energy: float = ..., Threshold4Enable: str | int = ..., Threshold4Energy: float = ...) -> Pilatus4Port: ...
     @overload
     def add(self, type_name: Literal['roi'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., Name: str = ..., MinX: int = ..., MinY: int = ..., MinZ: int = ..., SizeX: int = ..., SizeY: int = ..., SizeZ: int = ..., BinX: int = ..., BinY: int = ..., BinZ: int = ..., ReverseX: str | int = ..., ReverseY: str | int = ..., ReverseZ: str | int = ..., EnableX: str | int = ..., EnableY: str | int = ..., EnableZ: str | int = ..., AutoSizeX: str | int = ..., AutoSizeY: str | int = ..., AutoSizeZ: str | int = ..., DataTypeOut: str | int = ..., EnableScale: str | int = ..., Scale: float = ..., CollapseDims: str | int = ...) -> RoiPort: ...
     @overload
