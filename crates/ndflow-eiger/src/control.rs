@@ -4,7 +4,7 @@
 //! is refreshed). Writes never wait on the network: the put handler only queues them.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -29,8 +29,33 @@ enum Msg {
     Shutdown,
 }
 
+/// When each parameter was last written from outside, on a counter of writes: a read-back
+/// that started before a write must not undo it (the write is queued and will be read back).
+struct Writes {
+    clock: AtomicU64,
+    at: Vec<AtomicU64>,
+}
+
+impl Writes {
+    fn now(&self) -> u64 {
+        self.clock.load(Ordering::Acquire)
+    }
+    fn record(&self, idx: usize) {
+        let t = self.clock.fetch_add(1, Ordering::AcqRel) + 1;
+        if let Some(a) = self.at.get(idx) {
+            a.store(t, Ordering::Release);
+        }
+    }
+    fn since(&self, idx: usize, t: u64) -> bool {
+        self.at
+            .get(idx)
+            .is_some_and(|a| a.load(Ordering::Acquire) > t)
+    }
+}
+
 pub struct Control {
     tx: Sender<Msg>,
+    writes: Arc<Writes>,
     armed: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -44,6 +69,12 @@ impl Control {
         let (tx, rx) = unbounded();
         let armed = Arc::new(AtomicBool::new(false));
         let layout = params.layout();
+        let writes = Arc::new(Writes {
+            clock: AtomicU64::new(0),
+            at: (0..layout.defs().len())
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        });
         let state = State {
             p: EigerBaseParams::bind(layout).map_err(std::io::Error::other)?,
             p1: Eiger1Params::bind(layout).ok(),
@@ -52,6 +83,7 @@ impl Control {
             family,
             params,
             armed: armed.clone(),
+            writes: writes.clone(),
             connected: None,
             detector_values: HashMap::new(),
             pending: Vec::new(),
@@ -61,14 +93,16 @@ impl Control {
             .spawn(move || state.run(&rx))?;
         Ok(Control {
             tx,
+            writes,
             armed,
             thread: Some(thread),
         })
     }
 
     pub fn put_handler(&self) -> PutHandler {
-        let tx = self.tx.clone();
+        let (tx, writes) = (self.tx.clone(), self.writes.clone());
         Box::new(move |idx, v| {
+            writes.record(idx);
             let _ = tx.send(Msg::Put(idx, v.clone()));
         })
     }
@@ -99,6 +133,7 @@ struct State {
     family: Family,
     params: Arc<ParamStore>,
     armed: Arc<AtomicBool>,
+    writes: Arc<Writes>,
     /// None until the first poll; then whether the last request reached the detector.
     connected: Option<bool>,
     /// Energies and wavelength as the detector last reported them (for the *Eps checks).
@@ -171,8 +206,8 @@ impl State {
         keys::for_family(self.family)
     }
 
-    /// Sets the record of `k` from the detector's `value`.
-    fn show(&mut self, k: &'static KeyMap, value: &Value) {
+    /// Sets the record of `k` from the detector's `value`, read after write number `asked`.
+    fn show(&mut self, k: &'static KeyMap, value: &Value, asked: u64) {
         let Some(pv) = from_json(k, value) else {
             tracing::debug!("eiger: {} = {value} does not fit {}", k.key, k.record);
             return;
@@ -191,17 +226,24 @@ impl State {
             "ArraySizeY" => "MaxSizeY",
             r => r,
         };
-        if let Err(e) = self.params.set_by_name(target, pv) {
+        let Some(idx) = self.params.index(target) else {
+            return;
+        };
+        if self.writes.since(idx, asked) {
+            return; // written since we asked: that write is queued and will be read back
+        }
+        if let Err(e) = self.params.set(idx, pv) {
             tracing::debug!("eiger: cannot show {target}: {e}");
         }
     }
 
     fn read(&mut self, k: &'static KeyMap) -> Result<(), SimplonError> {
+        let asked = self.writes.now();
         let got = match k.section {
             Section::Config => self.simplon.get_config(k.sub, k.key)?,
             Section::Status => self.simplon.get_status(k.sub, k.key)?,
         };
-        self.show(k, &got.value);
+        self.show(k, &got.value, asked);
         Ok(())
     }
 

@@ -685,9 +685,21 @@ fn start(d: &mut Decoder<'_>, part: &Bytes) -> R<Start> {
             }
             "image_size_x" => size_x = Some(read_usize(d, k)?),
             "image_size_y" => size_y = Some(read_usize(d, k)?),
-            "flatfield" | "pixel_mask" => header_arrays(d, part, k, 2, &mut s.arrays)?,
-            "countrate_correction_lookup_table" => {
-                header_arrays(d, part, "countrate_table", 2, &mut s.arrays)?
+            "flatfield" | "pixel_mask" | "countrate_correction_lookup_table" => {
+                let name = match k {
+                    "countrate_correction_lookup_table" => "countrate_table",
+                    other => other,
+                };
+                let (at, kept) = (d.position(), s.arrays.len());
+                if let Err(e) = header_arrays(d, part, name, 2, &mut s.arrays) {
+                    // An array we cannot read (simulators send stubs) costs only itself,
+                    // not the series' start; the reason is kept with the header.
+                    s.arrays.truncate(kept);
+                    d.set_position(at);
+                    skip(d, 2)?;
+                    s.meta
+                        .push((k.to_owned(), MetaValue::Text(format!("not decoded: {e}"))));
+                }
             }
             "user_data" => s.appendix = Some(read_user_data(d, 2)?),
             _ => read_meta(d, k, 2, &mut s.meta)?,
@@ -928,6 +940,33 @@ mod tests {
         let mut out = Vec::new();
         decode_message(parts, &mut out).unwrap();
         out
+    }
+
+    #[test]
+    fn a_stub_header_array_costs_only_itself() {
+        // tickit-devices' recorded start holds 4-byte stubs where the arrays were.
+        let part = msg(true, |e| {
+            e.map(4).unwrap();
+            e.str("type").unwrap().str("start").unwrap();
+            e.str("flatfield").unwrap().map(1).unwrap();
+            e.str("threshold_1").unwrap().bytes(&[0, 0, 0, 0]).unwrap();
+            e.str("count_time").unwrap().f64(0.5).unwrap();
+            e.str("series_id").unwrap().u64(9).unwrap();
+        });
+        let events = decode(&[part]);
+        let [Event::Start(s)] = &events[..] else {
+            panic!("{events:?}")
+        };
+        assert_eq!(s.series_id, 9);
+        assert!(s.arrays.is_empty());
+        assert!(s
+            .meta
+            .contains(&("count_time".into(), MetaValue::Float(0.5))));
+        let note = s.meta.iter().find(|(k, _)| k == "flatfield");
+        assert!(
+            matches!(note, Some((_, MetaValue::Text(t))) if t.starts_with("not decoded")),
+            "{note:?}"
+        );
     }
 
     #[test]
