@@ -8,9 +8,10 @@ SUDO=""
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
 
 # System packages: C toolchain and pkg-config for native crates, HDF5 and netCDF for the file
-# writers (netcdf-bin: ncdump for the tests).
+# writers (netcdf-bin: ncdump for the tests); Aravis for GenICam cameras (libaravis-dev needs
+# libusb-1.0-0-dev for its pkg-config file; aravis-tools has the fake camera for the tests).
 need_pkgs=()
-for p in build-essential pkg-config cmake nasm libhdf5-dev hdf5-tools libnetcdf-dev netcdf-bin; do
+for p in build-essential pkg-config cmake nasm libhdf5-dev hdf5-tools libnetcdf-dev netcdf-bin libaravis-dev aravis-tools aravis-tools-cli libusb-1.0-0-dev; do
     dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
