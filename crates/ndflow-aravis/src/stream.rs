@@ -1,0 +1,403 @@
+//! Acquisition: a ring of Aravis buffers, a receive thread that pops the completed ones and
+//! hands them out as [`Frame`]s through a bounded channel, and the stream's statistics.
+//!
+//! A Frame owns its Aravis buffer (zero-copy) and pushes it back to the stream when dropped,
+//! so a consumer that keeps frames starves the ring and Aravis counts underruns — the loss
+//! shows in [`Stats`], not in a silent queue. Buffers that arrive failed (missing packets,
+//! timeout, size mismatch) are counted and pushed straight back, never handed out.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use aravis::glib::prelude::Cast;
+use aravis::glib::translate::ToGlibPtr;
+use aravis::prelude::*;
+use aravis::{Buffer, BufferPayloadType, BufferStatus, GvStream, GvStreamPacketResend};
+use crossbeam_channel::{bounded, Receiver, SendTimeoutError, Sender};
+
+use crate::camera::{Camera, CameraError};
+
+/// How long the receive thread waits for a buffer before looking at its stop flag.
+const TICK_US: u64 = 50_000;
+
+#[derive(Debug, Clone, Copy)]
+pub struct StreamOptions {
+    /// Buffers in the ring, each of the camera's PayloadSize at creation.
+    pub n_buffers: usize,
+}
+
+impl Default for StreamOptions {
+    fn default() -> Self {
+        StreamOptions { n_buffers: 16 }
+    }
+}
+
+/// The stream's counters. The first three come from `arv_stream_get_statistics`, the packet
+/// counts from `arv_gv_stream_get_statistics` (zero for a non-GigE camera).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub completed: u64,
+    pub failures: u64,
+    /// Frames the camera sent while no buffer was free.
+    pub underruns: u64,
+    /// For a failed frame Aravis counts every packet it did not get, not only lost ones.
+    pub missing_packets: u64,
+    pub resent_packets: u64,
+    /// Buffers the receive thread returned without handing out (failed status or no image).
+    pub rejected: u64,
+}
+
+/// A completed image. Holds the Aravis buffer until dropped, then gives it back to the stream.
+pub struct Frame {
+    buffer: Option<Buffer>,
+    stream: aravis::Stream,
+    /// Where the image starts in the buffer's memory and how many bytes it has.
+    offset: usize,
+    len: usize,
+    pub width: u32,
+    pub height: u32,
+    /// PFNC number (`Mono8` = 0x01080001).
+    pub pixel_format: u32,
+    /// The camera's block id (16-bit on GigE Vision 1.x, never 0).
+    pub frame_id: u64,
+    /// Camera timestamp in ns (the host's receive time when the camera has no tick frequency).
+    pub timestamp_ns: u64,
+    /// The host's time when the leader packet arrived, ns since the epoch.
+    pub system_timestamp_ns: u64,
+    /// Always `Success`: failed buffers never become Frames.
+    pub status: FrameStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameStatus {
+    Success,
+}
+
+impl std::fmt::Debug for Frame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Frame")
+            .field("width", &self.width)
+            .field("height", &self.height)
+            .field("pixel_format", &format_args!("{:#010x}", self.pixel_format))
+            .field("frame_id", &self.frame_id)
+            .field("bytes", &self.len)
+            .finish()
+    }
+}
+
+impl Frame {
+    /// The image bytes, in the buffer Aravis wrote them to.
+    pub fn as_bytes(&self) -> &[u8] {
+        let Some(buffer) = &self.buffer else {
+            return &[];
+        };
+        let (base, _) = buffer.data();
+        if base.is_null() || self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `base` is the start of the buffer's memory, allocated by Aravis with the
+        // ring's capacity and freed only when the buffer object is; `offset + len <= capacity`
+        // was checked in `image_range`. This Frame owns the buffer (it was popped from the
+        // stream's output queue and is pushed back only in Drop), so no Aravis thread writes to
+        // it while the returned slice, which borrows `self`, is alive.
+        unsafe { std::slice::from_raw_parts(base.add(self.offset), self.len) }
+    }
+}
+
+impl Drop for Frame {
+    fn drop(&mut self) {
+        if let Some(b) = self.buffer.take() {
+            self.stream.push_buffer(b);
+        }
+    }
+}
+
+/// The image's `(offset, len)` within a buffer of `capacity` bytes, if it has a single image
+/// part that fits.
+fn image_range(buffer: &Buffer, capacity: usize) -> Option<(usize, usize)> {
+    if !matches!(
+        buffer.payload_type(),
+        BufferPayloadType::Image | BufferPayloadType::ExtendedChunkData
+    ) || buffer.n_parts() < 1
+    {
+        return None;
+    }
+    let (base, _) = buffer.data();
+    let mut size = 0usize;
+    // SAFETY: the buffer is a valid ArvBuffer (we hold a reference) with at least one part, so
+    // `arv_buffer_get_image_data` returns part 0's address and writes its size; it reads only
+    // the buffer's bookkeeping.
+    let part = unsafe { aravis_sys::arv_buffer_get_image_data(buffer.to_glib_none().0, &mut size) };
+    let offset = (part as usize).checked_sub(base as usize)?;
+    (!base.is_null() && offset.checked_add(size)? <= capacity).then_some((offset, size))
+}
+
+/// An open stream: the ring, the receive thread and the frames it hands out.
+pub struct Stream {
+    camera: aravis::Camera,
+    stream: aravis::Stream,
+    frames: Receiver<Frame>,
+    stop: Arc<AtomicBool>,
+    rejected: Arc<AtomicU64>,
+    thread: Option<JoinHandle<()>>,
+    payload: usize,
+    acquiring: bool,
+}
+
+impl Stream {
+    /// Creates the camera's stream with `n_buffers` buffers of its current PayloadSize and
+    /// starts the receive thread. Acquisition itself starts with [`Stream::start`].
+    pub fn open(camera: &Camera, options: StreamOptions) -> Result<Stream, CameraError> {
+        let payload = camera.payload_size()?;
+        if payload == 0 {
+            return Err(CameraError::Stream(
+                "the camera reports a PayloadSize of 0".into(),
+            ));
+        }
+        let stream = camera
+            .cam
+            .create_stream()
+            .map_err(|e| CameraError::Stream(format!("creating the stream: {}", e.message())))?;
+        let n = options.n_buffers.max(1);
+        for _ in 0..n {
+            stream.push_buffer(Buffer::new_allocate(payload));
+        }
+        // At most `n` frames exist, so a channel of `n` never makes the thread wait.
+        let (tx, rx) = bounded(n);
+        let stop = Arc::new(AtomicBool::new(false));
+        let rejected = Arc::new(AtomicU64::new(0));
+        let thread = {
+            let (stream, stop, rejected) = (stream.clone(), stop.clone(), rejected.clone());
+            std::thread::Builder::new()
+                .name("ndflow-aravis-rx".into())
+                .spawn(move || receive(&stream, payload, &tx, &stop, &rejected))
+                .map_err(|e| CameraError::Stream(format!("starting the receive thread: {e}")))?
+        };
+        Ok(Stream {
+            camera: camera.cam.clone(),
+            stream,
+            frames: rx,
+            stop,
+            rejected,
+            thread: Some(thread),
+            payload,
+            acquiring: false,
+        })
+    }
+
+    /// Bytes per buffer (PayloadSize when the stream was opened).
+    pub fn payload(&self) -> usize {
+        self.payload
+    }
+
+    /// AcquisitionStart (through `arv_camera_start_acquisition`, which also locks TLParamsLocked).
+    pub fn start(&mut self) -> Result<(), CameraError> {
+        self.camera
+            .start_acquisition()
+            .map_err(|e| CameraError::feature("executing", "AcquisitionStart", e))?;
+        self.acquiring = true;
+        Ok(())
+    }
+
+    /// AcquisitionStop. Frames already received stay in the channel.
+    pub fn stop(&mut self) -> Result<(), CameraError> {
+        self.acquiring = false;
+        self.camera
+            .stop_acquisition()
+            .map_err(|e| CameraError::feature("executing", "AcquisitionStop", e))
+    }
+
+    /// The next frame, or `None` after `timeout`.
+    pub fn recv(&self, timeout: Duration) -> Option<Frame> {
+        self.frames.recv_timeout(timeout).ok()
+    }
+
+    pub fn try_recv(&self) -> Option<Frame> {
+        self.frames.try_recv().ok()
+    }
+
+    /// The channel itself, for `select!` with other sources.
+    pub fn frames(&self) -> &Receiver<Frame> {
+        &self.frames
+    }
+
+    pub fn statistics(&self) -> Stats {
+        let (completed, failures, underruns) = self.stream.statistics();
+        let (resent_packets, missing_packets) = self.gv().map(|g| g.statistics()).unwrap_or((0, 0));
+        Stats {
+            completed,
+            failures,
+            underruns,
+            missing_packets,
+            resent_packets,
+            rejected: self.rejected.load(Ordering::Relaxed),
+        }
+    }
+
+    fn gv(&self) -> Option<&GvStream> {
+        self.stream.downcast_ref::<GvStream>()
+    }
+
+    fn gv_or_err(&self, what: &str) -> Result<&GvStream, CameraError> {
+        self.gv()
+            .ok_or_else(|| CameraError::Stream(format!("{what}: not a GigE Vision stream")))
+    }
+
+    /// GigE `packet-resend`: ask the camera for missing packets (Aravis' default is on).
+    pub fn set_packet_resend(&self, enable: bool) -> Result<(), CameraError> {
+        self.gv_or_err("packet-resend")?
+            .set_packet_resend(if enable {
+                GvStreamPacketResend::Always
+            } else {
+                GvStreamPacketResend::Never
+            });
+        Ok(())
+    }
+
+    pub fn packet_resend(&self) -> Option<bool> {
+        self.gv()
+            .map(|g| g.packet_resend() == GvStreamPacketResend::Always)
+    }
+
+    /// GigE `packet-timeout`: how long a missing packet is waited for before a resend request.
+    pub fn set_packet_timeout(&self, timeout: Duration) -> Result<(), CameraError> {
+        let us = u32::try_from(timeout.as_micros()).unwrap_or(u32::MAX);
+        self.gv_or_err("packet-timeout")?.set_packet_timeout(us);
+        Ok(())
+    }
+
+    pub fn packet_timeout(&self) -> Option<Duration> {
+        self.gv()
+            .map(|g| Duration::from_micros(g.packet_timeout().into()))
+    }
+
+    /// GigE `frame-retention`: how long an incomplete frame is kept before it counts as failed.
+    pub fn set_frame_retention(&self, retention: Duration) -> Result<(), CameraError> {
+        let us = u32::try_from(retention.as_micros()).unwrap_or(u32::MAX);
+        self.gv_or_err("frame-retention")?.set_frame_retention(us);
+        Ok(())
+    }
+
+    pub fn frame_retention(&self) -> Option<Duration> {
+        self.gv()
+            .map(|g| Duration::from_micros(g.frame_retention().into()))
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if self.acquiring {
+            let _ = self.camera.stop_acquisition();
+        }
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        // Not `arv_stream_stop_thread`: finalize stops the thread itself and complains when
+        // it is already stopped. Frames still held keep the stream (and its thread, idle now
+        // that the camera is stopped) alive until the last is dropped.
+    }
+}
+
+fn receive(
+    stream: &aravis::Stream,
+    capacity: usize,
+    tx: &Sender<Frame>,
+    stop: &AtomicBool,
+    rejected: &AtomicU64,
+) {
+    while !stop.load(Ordering::Acquire) {
+        let Some(buffer) = stream.timeout_pop_buffer(TICK_US) else {
+            continue;
+        };
+        let range = match buffer.status() {
+            BufferStatus::Success => image_range(&buffer, capacity),
+            _ => None,
+        };
+        let Some((offset, len)) = range else {
+            rejected.fetch_add(1, Ordering::Relaxed);
+            stream.push_buffer(buffer);
+            continue;
+        };
+        let mut frame = Frame {
+            width: u32::try_from(buffer.image_width()).unwrap_or(0),
+            height: u32::try_from(buffer.image_height()).unwrap_or(0),
+            pixel_format: buffer.image_pixel_format().raw(),
+            frame_id: buffer.frame_id(),
+            timestamp_ns: buffer.timestamp(),
+            system_timestamp_ns: buffer.system_timestamp(),
+            status: FrameStatus::Success,
+            offset,
+            len,
+            buffer: Some(buffer),
+            stream: stream.clone(),
+        };
+        loop {
+            match tx.send_timeout(frame, Duration::from_micros(TICK_US)) {
+                Ok(()) => break,
+                Err(SendTimeoutError::Timeout(back)) if !stop.load(Ordering::Acquire) => {
+                    frame = back
+                }
+                // Stopped or nobody listening: dropping the frame returns its buffer.
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>() {}
+
+    /// Aravis' in-process fake device: no socket is opened, so this runs anywhere and
+    /// exercises `as_bytes` and the buffer's return to the ring.
+    #[test]
+    fn in_process_fake_frames_are_zero_copy_and_recycled() {
+        assert_send::<Frame>();
+        let cam = Camera::open_fake("NDFLOW0").unwrap();
+        cam.set_int("Width", 64).unwrap();
+        cam.set_int("Height", 48).unwrap();
+        cam.set_enum("PixelFormat", "Mono8").unwrap();
+        cam.set_float("AcquisitionFrameRate", 200.0).unwrap();
+        let mut s = Stream::open(&cam, StreamOptions { n_buffers: 2 }).unwrap();
+        assert_eq!(s.payload(), 64 * 48);
+        assert!(s.set_packet_resend(true).is_err(), "not a GigE stream");
+        s.start().unwrap();
+        let mut ids = Vec::new();
+        // 6 frames through a ring of 2: only possible if dropped frames go back to it.
+        for _ in 0..6 {
+            let f = s
+                .recv(Duration::from_secs(5))
+                .expect("a frame from the fake device");
+            assert_eq!((f.width, f.height, f.pixel_format), (64, 48, 0x0108_0001));
+            let px = f.as_bytes();
+            assert_eq!(px.len(), 64 * 48);
+            // The fake's ramp at its default gain and exposure: (x + y + frame_id) mod 255.
+            let id = f.frame_id as usize;
+            for (y, row) in px.chunks(64).enumerate().step_by(7) {
+                for (x, &v) in row.iter().enumerate() {
+                    assert_eq!(
+                        v as usize,
+                        (x + y + id) % 255,
+                        "pixel ({x},{y}) of frame {id}"
+                    );
+                }
+            }
+            // Frames cross threads.
+            let id2 = std::thread::spawn(move || f.frame_id).join().unwrap();
+            ids.push(id2);
+        }
+        s.stop().unwrap();
+        assert!(ids.windows(2).all(|w| w[1] > w[0]), "{ids:?}");
+        let st = s.statistics();
+        assert!(st.completed >= 6, "{st:?}");
+        assert_eq!(
+            (st.missing_packets, st.resent_packets, st.rejected),
+            (0, 0, 0)
+        );
+    }
+}
