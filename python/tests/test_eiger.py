@@ -351,7 +351,6 @@ AcquirePeriod = 0.01
         wait_state(ioc, lambda s: s in ("idle", "ready", "na"))
         ioc.ctx.put(CAM + "Acquire", 1)
         ioc.wait_for(CAM + "Armed", lambda v: enum_index(v) == 1, timeout=10)
-        # ArrayCounter, not StreamReceived: see test_stream_counters_follow_a_long_series.
         ioc.wait_for(CAM + "ArrayCounter_RBV", lambda v: v > 0, timeout=10)
         time.sleep(0.3)
         t0 = time.monotonic()

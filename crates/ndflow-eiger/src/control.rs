@@ -87,6 +87,7 @@ impl Control {
             connected: None,
             detector_values: HashMap::new(),
             pending: Vec::new(),
+            initialized: false,
         };
         let thread = std::thread::Builder::new()
             .name("ndflow-eiger-ctl".into())
@@ -138,6 +139,8 @@ struct State {
     connected: Option<bool>,
     /// Energies and wavelength as the detector last reported them (for the *Eps checks).
     detector_values: HashMap<&'static str, f64>,
+    /// Whether the automatic initialization of a detector found in state "na" was done.
+    initialized: bool,
     /// Settings written while the detector was unreachable, in order: sent when it comes
     /// back, before its own values are read (the user's last word wins, as it would have).
     pending: Vec<(usize, ParamValue)>,
@@ -289,6 +292,17 @@ impl State {
             tracing::info!("eiger: connected to {}", self.simplon.addr());
             self.connected = Some(true);
             self.p.error.set(&self.params, String::new());
+            // A detector just powered on is not initialized ("na") and refuses to arm:
+            // initialize it once, as ADEiger does at start-up.
+            if self.p.state.get(&self.params) == "na" && !self.initialized {
+                self.initialized = true;
+                tracing::info!("eiger: the detector is not initialized: initializing it");
+                if let Err(e) =
+                    self.slow_command(Subsystem::Detector, "initialize", None, "Initialize")
+                {
+                    self.p.error.set(&self.params, format!("initialize: {e}"));
+                }
+            }
         }
     }
 
