@@ -182,8 +182,8 @@ pub enum BenchCmd {
         /// tickit-devices' eiger/data directory (the capture); default: asked of --tickit-python.
         #[arg(long)]
         capture: Option<PathBuf>,
-        /// Python of a venv with tickit-devices (default: $NDFLOW_TICKIT_VENV/bin/python, else
-        /// /tmp/tkv/bin/python); without one the frames are generated.
+        /// Python of a venv with tickit-devices (default: $NDFLOW_TICKIT_VENV/bin/python);
+        /// without one the frames are generated.
         #[arg(long)]
         tickit_python: Option<PathBuf>,
         /// Images per pass-through run.
@@ -345,10 +345,8 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             json,
             python,
             capture,
-            tickit_python: tickit_python.unwrap_or_else(|| {
-                std::env::var_os("NDFLOW_TICKIT_VENV")
-                    .map_or_else(|| PathBuf::from("/tmp/tkv"), PathBuf::from)
-                    .join("bin/python")
+            tickit_python: tickit_python.or_else(|| {
+                std::env::var_os("NDFLOW_TICKIT_VENV").map(|v| PathBuf::from(v).join("bin/python"))
             }),
             pass_frames,
             decode_frames,

@@ -75,7 +75,7 @@ pub struct EigerOptions {
     /// `tickit_python`; when neither has it, a generated series.
     pub capture: Option<PathBuf>,
     /// Python of a venv with tickit-devices, to find its capture.
-    pub tickit_python: PathBuf,
+    pub tickit_python: Option<PathBuf>,
     /// Images per (a) run.
     pub pass_frames: usize,
     /// Images per (b) run.
@@ -758,7 +758,7 @@ pub fn run(opts: &EigerOptions) -> Result<String, String> {
     let capture = opts
         .capture
         .clone()
-        .or_else(|| find_capture(&opts.tickit_python));
+        .or_else(|| opts.tickit_python.as_deref().and_then(find_capture));
     let mut replayer = PyWorker::start(&python, &script, &["replayer"])?;
     let mut puller = PyWorker::start(&python, &script, &["pull"])?;
     let frames = opts.pass_frames.max(opts.decode_frames).max(2);
