@@ -1,0 +1,81 @@
+//! The `aravis` driver through a Graph, against Aravis' in-process fake camera (no socket,
+//! no discovery): settings reach the camera, Multiple stops after NumImages, pixels follow
+//! the fake's pattern, the stream's counters are published.
+
+use std::time::{Duration, Instant};
+
+use ndflow_aravis::control::Source;
+use ndflow_aravis::driver::AravisDriver;
+use ndflow_aravis::params::table_with_menus;
+use ndflow_aravis::port::probe_menus;
+use ndflow_core::ParamValue;
+use ndflow_runtime::Graph;
+
+fn wait_for(g: &Graph, param: &str, ok: impl Fn(&ParamValue) -> bool) -> ParamValue {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = g.get("CAM", param).unwrap();
+        if ok(&v) || Instant::now() > deadline {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn multiple_acquisition_from_the_in_process_fake() {
+    let source = Source::Fake("NDFLOWDRV".into());
+    let menus = probe_menus(&source);
+    let pf = menus
+        .iter()
+        .find(|(n, _)| *n == "PixelFormat")
+        .map(|(_, e)| e.clone())
+        .unwrap_or_default();
+    assert!(pf.iter().any(|e| e == "Mono16"), "{pf:?}");
+    let table = table_with_menus(&menus);
+    let g = Graph::new(1);
+    g.add_driver("CAM", Box::new(AravisDriver::new(source, 4, menus, table)))
+        .unwrap();
+    let c = wait_for(&g, "ARConnectCamera", |v| v.as_i64() == Some(1));
+    assert_eq!(c.as_i64(), Some(1), "{:?}", g.get("CAM", "StatusMessage"));
+    g.put("CAM", "SizeX", 64).unwrap();
+    g.put("CAM", "SizeY", 48).unwrap();
+    g.put("CAM", "AcquirePeriod", 0.01).unwrap();
+    g.put("CAM", "ImageMode", "Multiple").unwrap();
+    g.put("CAM", "NumImages", 5).unwrap();
+    g.put("CAM", "GainAuto", 0).unwrap();
+    let fr = wait_for(&g, "FrameRate", |v| {
+        v.as_f64().is_some_and(|f| (f - 100.0).abs() < 1e-6)
+    });
+    assert_eq!(
+        fr.as_f64(),
+        Some(100.0),
+        "{:?}",
+        g.get("CAM", "StatusMessage")
+    );
+    assert_eq!(
+        wait_for(&g, "SizeX", |v| v.as_i64() == Some(64)).as_i64(),
+        Some(64)
+    );
+    g.put("CAM", "Acquire", 1).unwrap();
+    let n = wait_for(&g, "ArrayCounter", |v| v.as_i64() == Some(5));
+    assert_eq!(n.as_i64(), Some(5));
+    let acq = wait_for(&g, "Acquire", |v| v.as_i64() == Some(0));
+    assert_eq!(acq.as_i64(), Some(0), "Multiple ends by itself");
+    let done = wait_for(&g, "ARFramesCompleted", |v| {
+        v.as_f64().is_some_and(|f| f >= 5.0)
+    });
+    assert!(done.as_f64().is_some_and(|f| f >= 5.0), "{done:?}");
+    assert_eq!(g.get("CAM", "ArraySizeX").unwrap().as_i64(), Some(64));
+    // Mono16 through the camera-filled menu.
+    let mono16 = pf.iter().position(|e| e == "Mono16").unwrap();
+    g.put("CAM", "PixelFormat", mono16 as i64).unwrap();
+    g.put("CAM", "Acquire", 1).unwrap();
+    wait_for(&g, "ArrayCounter", |v| v.as_i64() == Some(10));
+    assert_eq!(g.get("CAM", "ArrayCounter").unwrap().as_i64(), Some(10));
+    assert_eq!(
+        g.get("CAM", "DataType").unwrap().as_i64(),
+        Some(3),
+        "UInt16"
+    );
+}
