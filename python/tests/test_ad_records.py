@@ -39,6 +39,9 @@ PORTS = [
     ("eiger", "eig2:", ["NDArrayBase", "ADBase", "NDFile", "eigerBase", "eiger2"], 'Host = "127.0.0.1:9"'),
     ("eiger1", "eig1:", ["NDArrayBase", "ADBase", "NDFile", "eigerBase", "eiger1"], 'Host = "127.0.0.1:9"'),
     ("pilatus4", "p4:", ["NDArrayBase", "ADBase", "NDFile", "eigerBase", "eiger2", "pilatus4"], 'Host = "127.0.0.1:9"'),
+    # A GenICam camera through Aravis, opened by IP literal only (a unicast to that address, no
+    # discovery broadcast); nothing answers at 127.0.0.2, so the camera-filled menus stay 'N.A.'.
+    ("aravis", "arv:", ["NDArrayBase", "ADBase", "ADGenICam", "aravisCamera"], 'CameraId = "127.0.0.2"'),
     ("roi", "ROI1:", PLUGIN + ["NDROI"], ""),
     ("stats", "Stats1:", PLUGIN + ["NDStats"], ""),
     ("process", "Proc1:", PLUGIN + ["NDProcess"], ""),
@@ -72,7 +75,7 @@ PORTS = [
     ("gather", "Gather1:", PLUGIN, ""),
 ]
 
-DRIVERS = {"sim", "eiger", "eiger1", "pilatus4"}
+DRIVERS = {"sim", "eiger", "eiger1", "pilatus4", "aravis"}
 
 # Records not served yet, by port type ("*" = every type), with why. Keep this short and honest.
 KNOWN_GAPS = {
