@@ -20,6 +20,7 @@ pub const TYPES: &[&PortType] = &[
     &ndflow_eiger::port::EIGER2,
     &ndflow_eiger::port::EIGER1,
     &ndflow_eiger::port::PILATUS4,
+    #[cfg(feature = "aravis")]
     &ndflow_aravis::port::PORT,
     &roi::PORT,
     &stats::PORT,
