@@ -5,6 +5,9 @@ import pytest
 
 import netenv
 
+# The EIGER simulator's fixtures, defined once here so that its venv is built once a session.
+from eiger_peer import tickit_eiger, tickit_python  # noqa: F401, E402
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 

@@ -25,14 +25,13 @@ import hdf5plugin  # noqa: F401  (registers the filters)
 import numpy as np
 import pytest
 
-from eiger_peer import (  # noqa: F401  (fixtures)
+from eiger_peer import (
     TICKIT_FRAME_DTYPE,
     TICKIT_FRAME_SHAPE,
     TickitEiger,
     decode_v1_data,
     decode_v2,
     healthy_start,
-    tickit_python,
 )
 from netenv import ca_client_env, free_tcp_port
 from pva_util import NdflowIoc, enum_index

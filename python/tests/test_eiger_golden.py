@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from dectris.compression import decompress
 
-from eiger_peer import TickitEiger, decode_v2, make_v2_series, tickit_python  # noqa: F401
+from eiger_peer import TickitEiger, decode_v2, make_v2_series
 from pva_util import NdflowIoc, enum_index
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))

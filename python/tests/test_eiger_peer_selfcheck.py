@@ -19,7 +19,7 @@ import pytest
 import zmq
 from dectris.compression import decompress
 
-from eiger_peer import (  # noqa: F401  (fixtures)
+from eiger_peer import (
     TICKIT_FRAME_DTYPE,
     TICKIT_FRAME_SHAPE,
     Puller,
@@ -30,8 +30,6 @@ from eiger_peer import (  # noqa: F401  (fixtures)
     make_v2_series,
     split_v1,
     split_v2,
-    tickit_eiger,
-    tickit_python,
     v1_htype,
 )
 
