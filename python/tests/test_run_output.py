@@ -154,8 +154,9 @@ def test_idle_is_silent_acquisitions_and_stop_say_one_line_each(ioc):
         if m:
             counted += int(m.group(1))
     assert counted == 5, during
-    # Nothing else: no status line, no per-frame lines, STATS1 dropped nothing.
-    assert len(during) <= 4, during
+    # Nothing else: no status line, no per-frame lines, STATS1 dropped nothing. (Started, ended,
+    # the first drop's warning and line, and on a loaded machine one summary of later drops.)
+    assert len(during) <= 5, during
     assert not any("frames/s |" in l or "STATS1" in l for l in during), during
 
     # A clean stop writes the summary: uptime, frames per driver, drops per plugin.
