@@ -578,14 +578,13 @@ impl Driver for EigerDriver {
             }
         }
         self.disarm(params);
-        if let Some(mut run) = self.run.take() {
+        if let Some(run) = self.run.as_mut() {
             if !run.series.ended() {
                 run.series.settle();
             }
-            self.run = Some(run);
-            self.publish_counters(params);
-            self.run = None;
         }
+        self.publish_counters(params);
+        self.run = None;
         if let Some(c) = &self.control {
             c.set_armed(false);
             c.poll_now();

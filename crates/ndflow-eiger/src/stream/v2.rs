@@ -133,23 +133,33 @@ fn each_entry<'b>(
         return Err(too_deep());
     }
     let len = d.map().map_err(cbor)?;
+    each_item(d, len, |d| {
+        if d.datatype().map_err(cbor)? == Type::String {
+            let k = d.str().map_err(cbor)?;
+            f(d, k)
+        } else {
+            skip(d, depth + 1)?;
+            skip(d, depth + 1)
+        }
+    })
+}
+
+/// Calls `f` once per item of a container of `len` items (`None`: indefinite, up to its break).
+fn each_item<'b>(
+    d: &mut Decoder<'b>,
+    len: Option<u64>,
+    mut f: impl FnMut(&mut Decoder<'b>) -> R<()>,
+) -> R<()> {
     let mut n = 0u64;
     loop {
         match len {
-            Some(l) if n >= l => break,
-            None if at_break(d)? => break,
+            Some(l) if n >= l => return Ok(()),
+            None if at_break(d)? => return Ok(()),
             _ => {}
         }
         n += 1;
-        if d.datatype().map_err(cbor)? == Type::String {
-            let k = d.str().map_err(cbor)?;
-            f(d, k)?;
-        } else {
-            skip(d, depth + 1)?;
-            skip(d, depth + 1)?;
-        }
+        f(d)?;
     }
-    Ok(())
 }
 
 /// If the decoder is at a break byte, consumes it and says so.
@@ -166,23 +176,13 @@ fn at_break(d: &mut Decoder<'_>) -> R<bool> {
 fn each_element<'b>(
     d: &mut Decoder<'b>,
     depth: usize,
-    mut f: impl FnMut(&mut Decoder<'b>) -> R<()>,
+    f: impl FnMut(&mut Decoder<'b>) -> R<()>,
 ) -> R<()> {
     if depth > MAX_DEPTH {
         return Err(too_deep());
     }
     let len = d.array().map_err(cbor)?;
-    let mut n = 0u64;
-    loop {
-        match len {
-            Some(l) if n >= l => break,
-            None if at_break(d)? => break,
-            _ => {}
-        }
-        n += 1;
-        f(d)?;
-    }
-    Ok(())
+    each_item(d, len, f)
 }
 
 /// Skips one item of any type, refusing nesting deeper than [`MAX_DEPTH`].
