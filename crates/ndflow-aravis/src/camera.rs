@@ -68,6 +68,17 @@ impl std::fmt::Debug for Camera {
     }
 }
 
+/// Aravis 0.8 parses a camera's GenICam XML while opening it, and two parses at once (two
+/// cameras of one IOC, or a port's probe beside its control thread) corrupt each other's DOM
+/// (`arv_dom_node_append_child: self is not a ArvDomNode`, then a crash): one open at a time.
+static OPENING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn opening() -> std::sync::MutexGuard<'static, ()> {
+    OPENING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 impl Camera {
     /// Opens the camera at an IPv4 address; any other id is refused (see [`OpenOptions`]).
     pub fn open(id: &str) -> Result<Camera, CameraError> {
@@ -82,15 +93,14 @@ impl Camera {
             id: id.to_string(),
             message,
         };
-        let cam = aravis::Camera::new(Some(id)).map_err(|e| open_err(e.message().to_string()))?;
+        let cam = {
+            let _one_at_a_time = opening();
+            aravis::Camera::new(Some(id)).map_err(|e| open_err(e.message().to_string()))?
+        };
         let device = cam
             .device()
             .ok_or_else(|| open_err("Aravis returned a camera without a device".into()))?;
-        Ok(Camera {
-            cam,
-            device,
-            id: id.to_string(),
-        })
+        Ok(Camera::checked(cam, device, id.to_string()))
     }
 
     /// Aravis' in-process fake camera (`ArvFakeDevice`): no socket, no discovery; for tests
@@ -100,15 +110,26 @@ impl Camera {
             id: format!("fake:{serial}"),
             message,
         };
+        let _one_at_a_time = opening();
         let device =
             aravis::FakeDevice::new(serial).map_err(|e| open_err(e.message().to_string()))?;
         let cam =
             aravis::Camera::with_device(&device).map_err(|e| open_err(e.message().to_string()))?;
-        Ok(Camera {
+        Ok(Camera::checked(
             cam,
-            device: device.upcast(),
-            id: format!("fake:{serial}"),
-        })
+            device.upcast(),
+            format!("fake:{serial}"),
+        ))
+    }
+
+    /// Aravis 0.8 writes any value by default, even past a feature's limits or to a
+    /// read-only one, and the camera then silently clamps or ignores it: with both checks on,
+    /// a bad write is refused with the reason (`… is out of range [16, 2048]`), as ADGenICam
+    /// reports it.
+    fn checked(cam: aravis::Camera, device: aravis::Device, id: String) -> Camera {
+        cam.set_range_check_policy(aravis::RangeCheckPolicy::Enable);
+        cam.set_access_check_policy(aravis::AccessCheckPolicy::Enable);
+        Camera { cam, device, id }
     }
 
     /// The id it was opened with.

@@ -14,6 +14,8 @@ use ndflow_runtime::port_params::{DriverBase, DriverParams};
 use ndflow_runtime::PutHandler;
 
 use crate::camera::{Camera, CameraError};
+use crate::features::FeatureList;
+use crate::gc::GcFeatures;
 use crate::params::{AravisParams, GenICamParams};
 use crate::stream::{Frame, Stream, StreamOptions};
 
@@ -69,6 +71,13 @@ enum Msg {
 #[derive(Default)]
 pub(crate) struct Shared {
     pub connected: AtomicBool,
+    /// Frames of an acquisition the control thread restarted (a size, offset, binning, pixel
+    /// format or frame count put while acquiring, as ADGenICam does): the driver takes them
+    /// from here when `restarts` moves.
+    pub restarted: parking_lot::Mutex<Option<Receiver<Frame>>>,
+    pub restarts: std::sync::atomic::AtomicU64,
+    /// Set while a restart is under way (the old stream's channel may close meanwhile).
+    pub restarting: AtomicBool,
 }
 
 pub struct Control {
@@ -82,6 +91,7 @@ impl Control {
         source: Source,
         n_buffers: usize,
         menus: Arc<Menus>,
+        features: Arc<FeatureList>,
         params: Arc<ParamStore>,
     ) -> std::io::Result<Control> {
         let (tx, rx) = unbounded();
@@ -91,6 +101,7 @@ impl Control {
             base: DriverBase::of(layout),
             g: GenICamParams::bind(layout).map_err(std::io::Error::other)?,
             a: AravisParams::bind(layout).map_err(std::io::Error::other)?,
+            gc: GcFeatures::bind(&features, &params),
             source,
             n_buffers,
             menus,
@@ -150,6 +161,8 @@ struct State {
     base: DriverBase,
     g: GenICamParams,
     a: AravisParams,
+    /// The camera's `GC_*` features.
+    gc: GcFeatures,
     source: Source,
     n_buffers: usize,
     menus: Arc<Menus>,
@@ -360,7 +373,11 @@ impl State {
                 self.pending.push(idx);
             }
             // Commands are not kept for later.
-            if g.trigger_software.is(idx) || a.reset_camera.is(idx) {
+            let command = self
+                .gc
+                .get(idx)
+                .is_some_and(|b| b.feature.kind == crate::features::FeatureType::Command);
+            if g.trigger_software.is(idx) || a.reset_camera.is(idx) || command {
                 self.params.set(idx, 0i64).ok();
                 self.status("camera not connected");
                 self.pending.retain(|&p| p != idx);
@@ -385,6 +402,10 @@ impl State {
         // A read-back done between this put and now (after an earlier put) may have replaced
         // the value in the store: the put's own value is the one to write.
         let _ = self.params.set(idx, v.clone());
+        if self.acquiring && self.restarts_acquisition(idx) {
+            self.restart(idx);
+            return;
+        }
         match self.write(idx) {
             Ok(true) => {
                 self.read_back();
@@ -398,6 +419,49 @@ impl State {
         }
     }
 
+    /// The settings a camera accepts only while stopped: ADGenICam stops, writes and starts
+    /// again when one is put during an acquisition.
+    fn restarts_acquisition(&self, idx: usize) -> bool {
+        let ad = &self.base.driver;
+        [
+            ad.size_x.index(),
+            ad.size_y.index(),
+            ad.min_x.index(),
+            ad.min_y.index(),
+            ad.bin_x.index(),
+            ad.bin_y.index(),
+            ad.num_images.index(),
+            self.g.pixel_format.index(),
+        ]
+        .contains(&idx)
+    }
+
+    /// Stops the acquisition, writes `idx` (then every setting, as a start does) and starts
+    /// again; the driver picks the new frames up from [`Shared::restarted`].
+    fn restart(&mut self, idx: usize) {
+        self.shared.restarting.store(true, Ordering::Release);
+        self.stop();
+        let written = self.write(idx);
+        match self.start() {
+            Ok(frames) => {
+                *self.shared.restarted.lock() = Some(frames);
+                self.shared.restarts.fetch_add(1, Ordering::AcqRel);
+                if let Err(e) = written {
+                    self.status(format!("acquiring (restarted); {e}"));
+                } else {
+                    self.status("acquiring (restarted for the new setting)");
+                }
+            }
+            Err(e) => {
+                self.acquiring = false;
+                // Dropping the stream closes the driver's channel: the acquisition ends.
+                self.stream = None;
+                self.status(format!("acquisition could not restart: {e}"));
+            }
+        }
+        self.shared.restarting.store(false, Ordering::Release);
+    }
+
     fn menu_entry(&self, record: &str, index: i64) -> Option<String> {
         let (_, entries) = self.menus.iter().find(|(n, _)| *n == record)?;
         entries.get(usize::try_from(index).ok()?).cloned()
@@ -409,6 +473,10 @@ impl State {
         let Some(cam) = &self.cam else {
             return Ok(false);
         };
+        if let Some(b) = self.gc.get(idx) {
+            self.gc.write(cam, b, &self.params)?;
+            return Ok(true);
+        }
         let (ad, g) = (&self.base.driver, &self.g);
         let p = &self.params;
         let e = |e: CameraError| e.to_string();
@@ -551,6 +619,9 @@ impl State {
             let i = entries.iter().position(|e| *e == current).unwrap_or(0);
             w.push((idx, ParamValue::Int(i as i64)));
         }
+        // One write may change others (Width moves OffsetX's maximum, PixelFormat moves
+        // PayloadSize): every GC_ feature is read again, as ADGenICam does.
+        w.extend(self.gc.read_all(cam));
         self.params.set_many(&w);
     }
 

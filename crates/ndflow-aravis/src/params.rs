@@ -6,8 +6,8 @@
 //! templates say only `N.A.`. Here the port's table is built when the port is constructed:
 //! if the camera answers then (a short probe, see `port.rs`), those six menus get its entries
 //! (first 16, names cut to 16 characters for the records, the full names kept for writing;
-//! the strings are leaked once per port); otherwise they stay `N.A.` for the life of the
-//! port, and the camera's current entry is still shown by name in `StatusMessage` on a
+//! the strings are leaked once per port); otherwise the entries of a saved GenICam XML
+//! (`GenICamXml`) are used, and without one they stay `N.A.` for the life of the port, and the camera's current entry is still shown by name in `StatusMessage` on a
 //! write. A table cannot change after the port is built, so a camera that appears later or
 //! changes its entries keeps the menus of construction time.
 
@@ -69,6 +69,9 @@ ndflow_core::params! {
         resent_packets: int32("ARResentPackets", 0)
             .read_only_plain()
             .doc("GigE packets received after a resend request"),
+        frame_id_gaps: int64("ARFrameIdGaps", 0)
+            .read_only_plain()
+            .doc("ndflow: frame (block) ids this acquisition skipped: frames the camera sent that never became NDArrays (failed, underrun, lost before Aravis); 0 at each Acquire"),
         packet_resend_enable: enumeration("ARPacketResendEnable", &["Never", "Always"], 1)
             .doc("GigE stream: ask the camera to resend missing packets"),
         packet_timeout: int32("ARPacketTimeout", 20000)
@@ -103,10 +106,14 @@ fn record_states(entries: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// The table with the camera-filled menus replaced by `menus` (record name → the camera's
-/// entries); leaked, once per port. Without any menus the static table is returned.
-pub fn table_with_menus(menus: &[(&'static str, Vec<String>)]) -> &'static [ParamDef] {
-    if menus.iter().all(|(_, e)| e.is_empty()) {
+/// The port's table: the template's records with the camera-filled menus replaced by `menus`
+/// (record name → the camera's entries), then `features` (the camera's `GC_*` records, see
+/// [`crate::gc`]); leaked, once per port. With neither, the static table is returned.
+pub fn port_table(
+    menus: &[(&'static str, Vec<String>)],
+    features: Vec<ParamDef>,
+) -> &'static [ParamDef] {
+    if features.is_empty() && menus.iter().all(|(_, e)| e.is_empty()) {
         return &ARAVIS_TABLE;
     }
     let mut table = ARAVIS_TABLE.to_vec();
@@ -123,6 +130,7 @@ pub fn table_with_menus(menus: &[(&'static str, Vec<String>)]) -> &'static [Para
             .collect();
         def.kind = ParamKind::Enum(Box::leak(states.into_boxed_slice()));
     }
+    table.extend(features);
     Box::leak(table.into_boxed_slice())
 }
 
@@ -144,7 +152,7 @@ mod tests {
             ),
             ("GainAuto", vec![]),
         ];
-        let table = table_with_menus(&menus);
+        let table = port_table(&menus, Vec::new());
         let layout = driver_layout(table);
         let g = GenICamParams::bind(&layout).unwrap();
         let store = ParamStore::from_layout(layout);

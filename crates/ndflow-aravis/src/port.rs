@@ -1,6 +1,7 @@
 //! The port type `aravis` (areaDetector's aravisCamera): a GigE Vision camera opened by its
 //! IPv4 address through Aravis 0.8.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ndflow_runtime::{Built, ConstructorKey, PortArgs, PortType};
@@ -8,7 +9,8 @@ use ndflow_runtime::{Built, ConstructorKey, PortArgs, PortType};
 use crate::camera::{is_ip_literal, CameraError};
 use crate::control::{Menus, Source};
 use crate::driver::AravisDriver;
-use crate::params::{table_with_menus, CAMERA_MENUS};
+use crate::features::{self, FeatureList};
+use crate::params::CAMERA_MENUS;
 
 const KEYS: &[ConstructorKey] = &[
     ConstructorKey {
@@ -19,36 +21,102 @@ const KEYS: &[ConstructorKey] = &[
         name: "NumBuffers",
         doc: "Aravis buffers in the stream's ring, 1..1024, default 16",
     },
+    ConstructorKey {
+        name: "GenICamXml",
+        doc: "A saved copy of the camera's GenICam XML (`arv-tool-0.8 -a IP genicam > cam.xml`): its GC_ records and menus are served when the camera is not there at start-up",
+    },
 ];
 
 /// How long construction waits for the camera to list its menus (a camera that answers does
 /// so in milliseconds; an absent one would hold the IOC's start for Aravis' 2.5 s timeout).
 const PROBE: Duration = Duration::from_secs(1);
 
-/// The camera's entries of the camera-filled menus, if it answers within [`PROBE`]. Runs on
-/// a thread of its own, which is left to finish alone when the camera is slow; the camera it
-/// opened is closed again before the control thread opens its own.
-pub fn probe_menus(source: &Source) -> Menus {
+/// What the port knows of the camera when it is built: the entries of the camera-filled
+/// menus and the features that become `GC_*` records, and where they came from.
+#[derive(Debug, Clone, Default)]
+pub struct Description {
+    pub menus: Menus,
+    pub features: FeatureList,
+    /// "the camera at 10.0.0.5", "/etc/cam.xml", or empty when neither was there.
+    pub from: String,
+}
+
+impl Description {
+    /// The camera-filled menus of a saved XML: each enumeration's entries, in XML order.
+    fn from_xml(xml: &str, from: String) -> Result<Description, String> {
+        let features = features::parse(xml).map_err(|e| format!("{from}: {e}"))?;
+        let menus = CAMERA_MENUS
+            .iter()
+            .map(|&name| {
+                let entries = features.get(name).map_or_else(Vec::new, |f| {
+                    f.entries.iter().map(|e| e.name.clone()).collect()
+                });
+                (name, entries)
+            })
+            .collect();
+        Ok(Description {
+            menus,
+            features,
+            from,
+        })
+    }
+}
+
+/// The camera's menus and GenICam XML, if it answers within [`PROBE`]. Runs on a thread of
+/// its own, which is left to finish alone when the camera is slow; the camera it opened is
+/// closed again before the control thread opens its own.
+fn probe(source: &Source) -> Option<(Menus, String)> {
     let (tx, rx) = crossbeam_channel::bounded(1);
     let source = source.clone();
-    let spawned = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("ndflow-aravis-probe".into())
         .spawn(move || {
-            let menus: Result<Menus, CameraError> = source.open().map(|cam| {
-                CAMERA_MENUS
+            let found: Result<(Menus, String), CameraError> = source.open().map(|cam| {
+                let menus = CAMERA_MENUS
                     .iter()
                     .map(|&name| (name, cam.enum_entries(name).unwrap_or_default()))
-                    .collect()
+                    .collect();
+                (menus, cam.genicam_xml())
             });
-            let _ = tx.send(menus);
-        });
-    if spawned.is_err() {
-        return Vec::new();
+            let _ = tx.send(found);
+        })
+        .ok()?;
+    rx.recv_timeout(PROBE).ok()?.ok()
+}
+
+/// The camera's description: from the camera itself when it answers now, else from the saved
+/// XML `xml_file` (so that the records do not depend on the camera being up when the IOC
+/// starts), else empty (template menus, no `GC_*` records). A saved XML that cannot be read
+/// or parsed is an error naming the file; a camera whose own XML does not parse keeps its
+/// menus and gets no `GC_*` records (the reason is logged).
+pub fn describe(source: &Source, xml_file: Option<&Path>) -> Result<Description, String> {
+    if !matches!(source, Source::Unset) {
+        if let Some((menus, xml)) = probe(source) {
+            let from = format!("the camera at {}", source.describe());
+            let features = features::parse(&xml).unwrap_or_else(|e| {
+                tracing::warn!("{from}: its GenICam XML gives no GC_ records: {e}");
+                FeatureList::default()
+            });
+            return Ok(Description {
+                menus,
+                features,
+                from,
+            });
+        }
     }
-    match rx.recv_timeout(PROBE) {
-        Ok(Ok(m)) => m,
-        _ => Vec::new(),
+    match xml_file {
+        Some(path) => {
+            let xml = std::fs::read_to_string(path)
+                .map_err(|e| format!("GenICamXml {}: {e}", path.display()))?;
+            Description::from_xml(&xml, format!("GenICamXml {}", path.display()))
+        }
+        None => Ok(Description::default()),
     }
+}
+
+/// The entries of the camera-filled menus, if the camera answers now (see [`describe`]).
+pub fn probe_menus(source: &Source) -> Menus {
+    probe(source).map(|(m, _)| m).unwrap_or_default()
 }
 
 fn build(a: &PortArgs<'_>) -> Result<Built, String> {
@@ -63,13 +131,12 @@ fn build(a: &PortArgs<'_>) -> Result<Built, String> {
         }
     };
     let n_buffers = a.int("NumBuffers", 1..=1024, 16)? as usize;
-    let menus = match source {
-        Source::Unset => Vec::new(),
-        _ => probe_menus(&source),
-    };
-    let table = table_with_menus(&menus);
+    let xml = a.string("GenICamXml")?.map(PathBuf::from);
+    let description = describe(&source, xml.as_deref())?;
     Ok(Built::Driver(Box::new(AravisDriver::new(
-        source, n_buffers, menus, table,
+        source,
+        n_buffers,
+        description,
     ))))
 }
 

@@ -68,6 +68,9 @@ pub struct Frame {
     pub system_timestamp_ns: u64,
     /// Always `Success`: failed buffers never become Frames.
     pub status: FrameStatus,
+    /// Buffers waiting in the ring for the camera's next frames when this one was taken out
+    /// (a consumer holding many frames leaves few: time to copy instead of holding more).
+    pub ring_free: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +106,59 @@ impl Frame {
         // stream's output queue and is pushed back only in Drop), so no Aravis thread writes to
         // it while the returned slice, which borrows `self`, is alive.
         unsafe { std::slice::from_raw_parts(base.add(self.offset), self.len) }
+    }
+}
+
+/// A frame's image bytes as memory an NDArray can hold without a copy
+/// ([`ndflow_core::Buffer::from_external`]): the Aravis buffer goes back to the ring when the
+/// last NDArray using it drops.
+pub struct HeldFrame {
+    /// `frame.as_bytes()[..len]`, taken once: reading it needs no call into Aravis.
+    address: usize,
+    len: usize,
+    frame: Frame,
+}
+
+impl HeldFrame {
+    pub fn frame(&self) -> &Frame {
+        &self.frame
+    }
+
+    pub fn into_frame(self) -> Frame {
+        self.frame
+    }
+}
+
+// SAFETY: a HeldFrame is shared between the threads of the plugins reading one NDArray.
+// Through `&HeldFrame` only `bytes()` (a read of memory no Aravis thread writes while the
+// buffer is out of the ring, see `Frame::as_bytes`) and `frame()` (plain fields of a
+// Frame that is already `Send`) are reachable; the Aravis objects inside the Frame are used
+// only by its Drop, which has the value to itself.
+unsafe impl Sync for HeldFrame {}
+
+impl ndflow_core::ExternalBytes for HeldFrame {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `address..address + len` lies within the buffer (checked in `Frame::hold`),
+        // which this value owns until it drops, so the memory is valid and unchanged for as
+        // long as the returned slice (borrowing `self`) lives.
+        unsafe { std::slice::from_raw_parts(self.address as *const u8, self.len) }
+    }
+}
+
+impl Frame {
+    /// The first `len` bytes of the image as lendable memory, or the frame back when it has
+    /// fewer.
+    pub fn hold(self, len: usize) -> Result<HeldFrame, Frame> {
+        let bytes = self.as_bytes();
+        if bytes.len() < len || bytes.is_empty() {
+            return Err(self);
+        }
+        let address = bytes.as_ptr() as usize;
+        Ok(HeldFrame {
+            address,
+            len,
+            frame: self,
+        })
     }
 }
 
@@ -329,6 +385,7 @@ fn receive(
             timestamp_ns: buffer.timestamp(),
             system_timestamp_ns: buffer.system_timestamp(),
             status: FrameStatus::Success,
+            ring_free: usize::try_from(stream.n_buffers().0).unwrap_or(0),
             offset,
             len,
             buffer: Some(buffer),
@@ -399,5 +456,58 @@ mod tests {
             (st.missing_packets, st.resent_packets, st.rejected),
             (0, 0, 0)
         );
+    }
+
+    /// Held frames are NDArray memory read from several threads; the ring gets each buffer
+    /// back only when the last reference drops.
+    #[test]
+    fn held_frames_lend_their_buffer_until_the_last_reference_drops() {
+        use ndflow_core::Buffer as NdBuffer;
+        let cam = Camera::open_fake("NDFLOW1").unwrap();
+        cam.set_int("Width", 32).unwrap();
+        cam.set_int("Height", 16).unwrap();
+        cam.set_enum("PixelFormat", "Mono8").unwrap();
+        cam.set_float("AcquisitionFrameRate", 200.0).unwrap();
+        let mut s = Stream::open(&cam, StreamOptions { n_buffers: 2 }).unwrap();
+        s.start().unwrap();
+        let first = s.recv(Duration::from_secs(5)).expect("a frame");
+        let (id, address) = (first.frame_id, first.as_bytes().as_ptr());
+        let held = first.hold(32 * 16).map_err(|_| "too short").unwrap();
+        let buf = NdBuffer::from_external(held)
+            .map_err(|(_, e)| e)
+            .expect("Aravis buffers are 8-byte aligned");
+        assert_eq!(
+            buf.as_ptr(),
+            address,
+            "the NDArray's memory is the Aravis buffer"
+        );
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let b = buf.clone();
+                std::thread::spawn(move || b.iter().map(|&v| u64::from(v)).sum::<u64>())
+            })
+            .collect();
+        let sums: Vec<u64> = readers.into_iter().map(|t| t.join().unwrap()).collect();
+        let want: u64 = (0..16)
+            .flat_map(|y| (0..32).map(move |x| ((x + y + id as usize) % 255) as u64))
+            .sum();
+        assert_eq!(sums, [want; 3]);
+        // With one of the two buffers lent out, frames still flow through the other.
+        for _ in 0..3 {
+            let f = s
+                .recv(Duration::from_secs(5))
+                .expect("a frame from the other buffer");
+            assert!(f.ring_free <= 1, "{}", f.ring_free);
+        }
+        drop(buf);
+        // Both buffers circulate again.
+        let a = s.recv(Duration::from_secs(5)).expect("a frame");
+        let b = s
+            .recv(Duration::from_secs(5))
+            .expect("a second frame held at once");
+        assert_ne!(a.as_bytes().as_ptr(), b.as_bytes().as_ptr());
+        s.stop().unwrap();
+        let short = a.hold(1 << 30);
+        assert!(short.is_err(), "more bytes than the image has");
     }
 }

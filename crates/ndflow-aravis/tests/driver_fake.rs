@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use ndflow_aravis::control::Source;
 use ndflow_aravis::driver::AravisDriver;
-use ndflow_aravis::params::table_with_menus;
-use ndflow_aravis::port::probe_menus;
+use ndflow_aravis::port::describe;
 use ndflow_core::ParamValue;
 use ndflow_runtime::Graph;
 
@@ -25,16 +24,21 @@ fn wait_for(g: &Graph, param: &str, ok: impl Fn(&ParamValue) -> bool) -> ParamVa
 #[test]
 fn multiple_acquisition_from_the_in_process_fake() {
     let source = Source::Fake("NDFLOWDRV".into());
-    let menus = probe_menus(&source);
-    let pf = menus
+    let description = describe(&source, None).unwrap();
+    assert!(
+        description.from.contains("fake:NDFLOWDRV"),
+        "{}",
+        description.from
+    );
+    let pf = description
+        .menus
         .iter()
         .find(|(n, _)| *n == "PixelFormat")
         .map(|(_, e)| e.clone())
         .unwrap_or_default();
     assert!(pf.iter().any(|e| e == "Mono16"), "{pf:?}");
-    let table = table_with_menus(&menus);
     let g = Graph::new(1);
-    g.add_driver("CAM", Box::new(AravisDriver::new(source, 4, menus, table)))
+    g.add_driver("CAM", Box::new(AravisDriver::new(source, 4, description)))
         .unwrap();
     let c = wait_for(&g, "ARConnectCamera", |v| v.as_i64() == Some(1));
     assert_eq!(c.as_i64(), Some(1), "{:?}", g.get("CAM", "StatusMessage"));
@@ -67,6 +71,31 @@ fn multiple_acquisition_from_the_in_process_fake() {
     });
     assert!(done.as_f64().is_some_and(|f| f >= 5.0), "{done:?}");
     assert_eq!(g.get("CAM", "ArraySizeX").unwrap().as_i64(), Some(64));
+
+    // The camera's own features: GC_Width follows SizeX, and a GC_ put reaches the camera
+    // and shows in the ADBase record that maps the same feature.
+    assert_eq!(
+        wait_for(&g, "GC_Width", |v| v.as_i64() == Some(64)).as_i64(),
+        Some(64)
+    );
+    g.put("CAM", "GC_Width", 32).unwrap();
+    assert_eq!(
+        wait_for(&g, "SizeX", |v| v.as_i64() == Some(32)).as_i64(),
+        Some(32),
+        "{:?}",
+        g.get("CAM", "StatusMessage")
+    );
+    // A value the camera refuses: the reason names the record, the readback keeps the
+    // camera's value.
+    g.put("CAM", "GC_Width", 100_000).unwrap();
+    let msg = wait_for(&g, "StatusMessage", |v| v.to_string().contains("GC_Width"));
+    assert!(msg.to_string().contains("GC_Width"), "{msg:?}");
+    assert_eq!(
+        wait_for(&g, "GC_Width", |v| v.as_i64() == Some(32)).as_i64(),
+        Some(32)
+    );
+    g.put("CAM", "SizeX", 64).unwrap();
+    wait_for(&g, "GC_Width", |v| v.as_i64() == Some(64));
     // Mono16 through the camera-filled menu.
     let mono16 = pf.iter().position(|e| e == "Mono16").unwrap();
     g.put("CAM", "PixelFormat", mono16 as i64).unwrap();

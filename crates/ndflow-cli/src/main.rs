@@ -140,6 +140,14 @@ enum Cmd {
         /// Print the README's table of port types.
         #[arg(long, conflicts_with_all = ["markdown", "type_name"])]
         readme: bool,
+        /// A constructor key for building the port, KEY=VALUE (repeatable): what the
+        /// parameters depend on, e.g. `--key GenICamXml=cam.xml` for an `aravis` port.
+        #[arg(long = "key", value_name = "KEY=VALUE", requires = "type_name")]
+        keys: Vec<String>,
+        /// The camera's IPv4 address (the `aravis` port's CameraId): lists its GC_ records
+        /// as the camera describes them.
+        #[arg(long, value_name = "ADDRESS", requires = "type_name")]
+        camera: Option<String>,
     },
 }
 
@@ -427,6 +435,8 @@ fn main() -> ExitCode {
             type_name,
             markdown,
             readme,
+            keys,
+            camera,
         } => match type_name {
             None if readme => {
                 print!("{}", reference::types_markdown());
@@ -441,8 +451,14 @@ fn main() -> ExitCode {
                 Ok(())
             }
             Some(t) if registry::type_names().contains(&t.as_str()) => {
-                print!("{}", reference::markdown(&t));
-                Ok(())
+                match constructor_keys(&keys, camera) {
+                    Ok(k) if k.is_empty() => {
+                        print!("{}", reference::markdown(&t));
+                        Ok(())
+                    }
+                    Ok(k) => reference::markdown_with(&t, &k).map(|text| print!("{text}")),
+                    Err(e) => Err(e),
+                }
             }
             Some(t) => Err(format!(
                 "unknown port type '{t}'; one of: {}",
@@ -457,4 +473,27 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--key K=V` and `--camera ADDR` as constructor values: integers as numbers, the rest as
+/// text.
+fn constructor_keys(
+    keys: &[String],
+    camera: Option<String>,
+) -> Result<Vec<(String, ndflow_core::ParamValue)>, String> {
+    let mut out = Vec::new();
+    for kv in keys {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("--key {kv}: expected KEY=VALUE"))?;
+        let v = match v.trim().parse::<i64>() {
+            Ok(i) => ndflow_core::ParamValue::Int(i),
+            Err(_) => ndflow_core::ParamValue::Str(v.to_string()),
+        };
+        out.push((k.trim().to_string(), v));
+    }
+    if let Some(c) = camera {
+        out.push(("CameraId".to_string(), ndflow_core::ParamValue::Str(c)));
+    }
+    Ok(out)
 }

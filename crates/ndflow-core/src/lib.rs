@@ -39,4 +39,4 @@ pub use ndarray::{
 pub use param::{
     Access, ArrayValue, ParamDef, ParamError, ParamKind, ParamStore, ParamValue, RecordHint,
 };
-pub use pool::{Buffer, BufferMut, Pool, PoolStats};
+pub use pool::{Buffer, BufferMut, ExternalBytes, Misaligned, Pool, PoolStats, EXTERNAL_ALIGN};

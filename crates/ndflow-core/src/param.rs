@@ -9,7 +9,8 @@
 //!
 //! Access decides the PV names, as areaDetector's records do: a writable `Name` is the PV
 //! `Name` with readback `Name_RBV`; a read-only one is only `Name_RBV` ([`Access::ReadOnly`])
-//! or only `Name` ([`Access::ReadOnlyPlain`], e.g. `QueueFree`, `PoolUsedMem`).
+//! or only `Name` ([`Access::ReadOnlyPlain`], e.g. `QueueFree`, `PoolUsedMem`); a writable one
+//! without readback is only `Name` ([`Access::WritePlain`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -28,6 +29,9 @@ pub enum Access {
     /// Read-only, served under both `Name` and `Name_RBV` (NDArrayBase's `ArraySize0` and
     /// `ArraySize0_RBV` are two longin records).
     ReadOnlyBoth,
+    /// Writable, served only as `Name` with no readback (ADGenICam's command records,
+    /// `GC_AcquisitionStart`: a longout that executes the feature when written).
+    WritePlain,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -173,6 +177,10 @@ impl ParamDef {
         self.access = Access::ReadOnlyBoth;
         self
     }
+    pub const fn write_plain(mut self) -> ParamDef {
+        self.access = Access::WritePlain;
+        self
+    }
     /// The readback's menu strings, where areaDetector's readback record has its own.
     pub const fn readback_choices(mut self, choices: &'static [&'static str]) -> ParamDef {
         self.readback_choices = Some(choices);
@@ -242,7 +250,7 @@ impl ParamDef {
     }
 
     pub fn writable(&self) -> bool {
-        self.access == Access::ReadWrite
+        matches!(self.access, Access::ReadWrite | Access::WritePlain)
     }
 
     /// The PV suffixes this parameter is served under.
@@ -250,7 +258,7 @@ impl ParamDef {
         match self.access {
             Access::ReadWrite => vec![self.name.to_string(), format!("{}_RBV", self.name)],
             Access::ReadOnly => vec![format!("{}_RBV", self.name)],
-            Access::ReadOnlyPlain => vec![self.name.to_string()],
+            Access::ReadOnlyPlain | Access::WritePlain => vec![self.name.to_string()],
             Access::ReadOnlyBoth => vec![self.name.to_string(), format!("{}_RBV", self.name)],
         }
     }

@@ -246,6 +246,7 @@ impl BufferMut {
             storage: std::mem::take(&mut self.storage),
             len: self.len,
             pool: self.pool.take(),
+            external: None,
         };
         Buffer(Arc::new(inner))
     }
@@ -279,10 +280,48 @@ impl DerefMut for BufferMut {
     }
 }
 
+/// Memory a [`Buffer`] can hold without copying it: a frame in a driver's own buffer (an
+/// Aravis ring buffer) that goes back to its owner when the last NDArray using it drops.
+pub trait ExternalBytes: Send + Sync + 'static {
+    /// The bytes; the same address and length for as long as the value lives.
+    fn bytes(&self) -> &[u8];
+}
+
+/// Why [`Buffer::from_external`] could not take the memory (copy it instead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Misaligned {
+    pub address: usize,
+}
+
+impl std::fmt::Display for Misaligned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "external memory at {:#x} is not {EXTERNAL_ALIGN}-byte aligned",
+            self.address
+        )
+    }
+}
+
+/// The alignment external memory needs: that of the widest pixel type (f64, u64), so that
+/// [`Buffer::as_slice`] can view it as any of them.
+pub const EXTERNAL_ALIGN: usize = 8;
+
 struct BufferInner {
     storage: Storage,
     len: usize,
     pool: Option<Arc<PoolShared>>,
+    /// When set, the bytes are these, not `storage`'s.
+    external: Option<Box<dyn ExternalBytes>>,
+}
+
+impl BufferInner {
+    fn bytes(&self) -> &[u8] {
+        match &self.external {
+            Some(e) => &e.bytes()[..self.len],
+            None => &self.storage.bytes()[..self.len],
+        }
+    }
 }
 
 impl Drop for BufferInner {
@@ -306,7 +345,30 @@ impl Buffer {
             storage,
             len: bytes.len(),
             pool: None,
+            external: None,
         }))
+    }
+
+    /// A buffer that is `memory` itself, not a copy: it is dropped (and so goes back to its
+    /// owner) when the last NDArray sharing it does. Refused, with `memory` handed back, when
+    /// its address is not [`EXTERNAL_ALIGN`]-aligned.
+    pub fn from_external<E: ExternalBytes>(memory: E) -> Result<Buffer, (E, Misaligned)> {
+        let address = memory.bytes().as_ptr() as usize;
+        if !address.is_multiple_of(EXTERNAL_ALIGN) {
+            return Err((memory, Misaligned { address }));
+        }
+        let len = memory.bytes().len();
+        Ok(Buffer(Arc::new(BufferInner {
+            storage: Storage::default(),
+            len,
+            pool: None,
+            external: Some(Box::new(memory)),
+        })))
+    }
+
+    /// Whether the bytes are external memory ([`Buffer::from_external`]).
+    pub fn is_external(&self) -> bool {
+        self.0.external.is_some()
     }
     pub fn len(&self) -> usize {
         self.0.len
@@ -315,11 +377,14 @@ impl Buffer {
         self.0.len == 0
     }
     pub fn capacity(&self) -> usize {
-        self.0.storage.capacity()
+        match &self.0.external {
+            Some(e) => e.bytes().len(),
+            None => self.0.storage.capacity(),
+        }
     }
     pub fn as_slice<T: bytemuck::Pod>(&self) -> &[T] {
         let n = self.0.len / std::mem::size_of::<T>().max(1);
-        bytemuck::cast_slice(&self.0.storage.bytes()[..n * std::mem::size_of::<T>()])
+        bytemuck::cast_slice(&self.0.bytes()[..n * std::mem::size_of::<T>()])
     }
     /// True when both handles share the same pixels.
     pub fn ptr_eq(&self, other: &Buffer) -> bool {
@@ -334,7 +399,7 @@ impl Buffer {
 impl Deref for Buffer {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.0.storage.bytes()[..self.0.len]
+        self.0.bytes()
     }
 }
 
@@ -435,5 +500,63 @@ mod tests {
         pool.preallocate(3, 1024).unwrap();
         assert_eq!(pool.stats().free_buffers, 3);
         assert!(pool.preallocate(20, 1024).is_err());
+    }
+
+    /// External memory with a flag set when it is given back.
+    struct Lent {
+        bytes: Vec<u64>,
+        back: Arc<std::sync::atomic::AtomicBool>,
+        offset: usize,
+    }
+
+    impl ExternalBytes for Lent {
+        fn bytes(&self) -> &[u8] {
+            &bytemuck::cast_slice(&self.bytes)[self.offset..]
+        }
+    }
+
+    impl Drop for Lent {
+        fn drop(&mut self) {
+            self.back.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn external_memory_is_shared_not_copied_and_given_back_after_the_last_reference() {
+        let back = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let lent = Lent {
+            bytes: vec![0x0102_0304_0506_0708; 4],
+            back: back.clone(),
+            offset: 0,
+        };
+        let address = lent.bytes().as_ptr();
+        let a = Buffer::from_external(lent).map_err(|(_, e)| e).unwrap();
+        assert!(a.is_external());
+        assert_eq!(a.as_ptr(), address, "the same memory, no copy");
+        assert_eq!(a.len(), 32);
+        assert_eq!(a.as_slice::<u64>(), &[0x0102_0304_0506_0708; 4]);
+        assert_eq!(a.as_slice::<u16>()[0], 0x0708);
+        let b = a.clone();
+        drop(a);
+        assert!(!back.load(std::sync::atomic::Ordering::SeqCst));
+        let t = std::thread::spawn(move || b.iter().map(|&x| x as u64).sum::<u64>());
+        assert_eq!(t.join().unwrap(), 4 * (1 + 2 + 3 + 4 + 5 + 6 + 7 + 8));
+        assert!(back.load(std::sync::atomic::Ordering::SeqCst));
+    }
+
+    #[test]
+    fn misaligned_external_memory_is_handed_back() {
+        let back = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let lent = Lent {
+            bytes: vec![0; 4],
+            back: back.clone(),
+            offset: 1,
+        };
+        let (lent, err) = Buffer::from_external(lent).map(|_| ()).unwrap_err();
+        assert_eq!(err.address % EXTERNAL_ALIGN, 1);
+        assert!(err.to_string().contains("aligned"), "{err}");
+        assert!(!back.load(std::sync::atomic::Ordering::SeqCst));
+        drop(lent);
+        assert!(back.load(std::sync::atomic::Ordering::SeqCst));
     }
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use ndflow::registry;
-use ndflow_core::{Access, ParamDef, ParamStore};
+use ndflow_core::{ParamDef, ParamStore};
 use ndflow_runtime::PortHandle;
 use pyo3::exceptions::{PyAttributeError, PyKeyError, PyValueError};
 use pyo3::prelude::*;
@@ -17,7 +17,7 @@ fn resolve(store: &ParamStore, name: &str) -> Option<(usize, &'static ParamDef, 
     if let Some(i) = store.index(name) {
         let def = store.def(i)?;
         // A read-only parameter is served as Name_RBV only; its plain name reads it too.
-        return Some((i, def, def.access != Access::ReadWrite));
+        return Some((i, def, !def.writable()));
     }
     let base = name.strip_suffix("_RBV")?;
     let i = store.index(base)?;

@@ -672,7 +672,9 @@ pub fn faces(def: &ParamDef) -> Vec<(String, Face)> {
             (format!("{}_RBV", def.name), Face::Readback),
         ],
         ParamAccess::ReadOnly => vec![(format!("{}_RBV", def.name), Face::Readback)],
-        ParamAccess::ReadOnlyPlain => vec![(def.name.to_string(), Face::Setpoint)],
+        ParamAccess::ReadOnlyPlain | ParamAccess::WritePlain => {
+            vec![(def.name.to_string(), Face::Setpoint)]
+        }
         ParamAccess::ReadOnlyBoth => vec![
             (def.name.to_string(), Face::Setpoint),
             (format!("{}_RBV", def.name), Face::Readback),

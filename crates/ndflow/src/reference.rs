@@ -1,7 +1,8 @@
 //! The configuration/PV reference, generated from the parameter declarations.
 
 use ndflow_core::param::DefaultValue;
-use ndflow_core::{Access, ParamDef, ParamKind};
+use ndflow_core::{ParamDef, ParamKind, ParamValue};
+use ndflow_runtime::PortArgs;
 
 use crate::registry;
 
@@ -36,8 +37,35 @@ fn limits(d: &ParamDef) -> String {
 
 /// Markdown tables for one port type.
 pub fn markdown(type_name: &str) -> String {
+    tables_markdown(&registry::param_tables(type_name))
+}
+
+/// Markdown tables for one port type built with these constructor keys (an `aravis` port's
+/// `GC_*` records come from the camera its `CameraId` names); the error names a bad key.
+pub fn markdown_with(type_name: &str, keys: &[(String, ParamValue)]) -> Result<String, String> {
+    let t = registry::find(type_name).ok_or_else(|| format!("unknown port type '{type_name}'"))?;
+    for (k, _) in keys {
+        if !t.is_constructor_key(k) {
+            let known: Vec<&str> = t.constructor_keys.iter().map(|c| c.name).collect();
+            return Err(format!(
+                "'{k}' is not a constructor key of type '{type_name}' (its keys: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ));
+        }
+    }
+    let mut args = PortArgs::defaults();
+    for (k, v) in keys {
+        args = args.with_value(k, v);
+    }
+    Ok(tables_markdown(&t.param_tables(&args)?))
+}
+
+fn tables_markdown(tables: &[(&'static str, &'static [ParamDef])]) -> String {
     let mut out = String::new();
-    let tables = registry::param_tables(type_name);
     // A declaration a later table overrides (the sim's ColorMode) is listed only there.
     let overridden = |name: &str, at: usize| {
         tables[at + 1..]
@@ -49,11 +77,7 @@ pub fn markdown(type_name: &str) -> String {
         out.push_str("| config key | PV suffixes | type | default | limits | description |\n");
         out.push_str("|---|---|---|---|---|---|\n");
         for d in table.iter().filter(|d| !overridden(d.name, at)) {
-            let key = if d.access == Access::ReadWrite {
-                d.name
-            } else {
-                "(read-only)"
-            };
+            let key = if d.writable() { d.name } else { "(read-only)" };
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} |\n",
                 key,
