@@ -235,3 +235,207 @@ def test_camera_absent_at_start_then_started(ndflow_bin, tmp_path):
         after = ns.python(CONNECT, P, "1", "15", "connected")
         assert after["connect"] == 1, (after, (tmp_path / "ioc.log").read_text())
         print(json.dumps(dict(before=before, after=after)))
+
+
+# The camera's own features (GC_ records), a feature put that changes the pixels, one the
+# camera refuses, and a restart on a size put while acquiring.
+GC_CLIENT = textwrap.dedent(r"""
+    import json, sys, time
+    import numpy as np
+    from p4p.client.thread import Context
+    P = sys.argv[1]; features = json.loads(sys.argv[2])
+    c = Context("pva")
+    C = P + "cam1:"
+    out = {}
+    def get(n, t=5):
+        return c.get(C + n, timeout=t)
+    def wait(n, pred, t=15):
+        end = time.time() + t
+        while time.time() < end:
+            try:
+                v = get(n, 2)
+                if pred(v):
+                    return v
+            except Exception:
+                pass
+            time.sleep(0.1)
+        return get(n)
+    wait("ARConnectCamera", lambda v: int(v) == 1)
+    served, missing = [], []
+    for name, kind in features:
+        names = [name] if kind == "Command" else [name + "_RBV"]
+        for n in names:
+            try:
+                get(n)
+                served.append(n)
+            except Exception as e:
+                missing.append(f"{n}: {e}")
+    out["missing"] = missing
+    out["served"] = len(served)
+    def absent(n):
+        try:
+            c.get(C + n, timeout=1)
+            return False
+        except Exception:
+            return True
+    out["absent"] = {n: absent(n) for n in ("GC_SensorWidth", "GC_AcquisitionStart_RBV")}
+    pf = list(get("GC_PixelFormat").raw.value.choices)
+    out["gc_pixel_formats"] = pf
+    # GC_Width moves SizeX; a width the camera refuses names the record and changes nothing.
+    c.put(C + "GC_Width", 320, timeout=5)
+    out["size_x"] = int(wait("SizeX_RBV", lambda v: int(v) == 320))
+    c.put(C + "GC_Width", 4096, timeout=5)
+    out["refused"] = str(wait("StatusMessage_RBV", lambda v: "GC_Width" in str(v)))
+    out["width_after"] = int(get("GC_Width_RBV"))
+    # Gain through the camera's own feature: the fake scales its ramp by 1 + GainRaw.
+    frames = []
+    sub = c.monitor(P + "Pva1:Image", lambda v: frames.append(v))
+    for k, v in (("SizeX", 64), ("SizeY", 48), ("AcquirePeriod", 0.02), ("ImageMode", 1),
+                 ("NumImages", 2), ("AcquireTime", 0.01)):
+        c.put(C + k, v, timeout=5)
+    c.put(C + "GC_PixelFormat", pf.index("Mono8"), timeout=5)
+    c.put(C + "GC_GainRaw", 1, timeout=5)
+    out["gain_rbv"] = float(wait("Gain_RBV", lambda v: float(v) == 1.0))
+    time.sleep(0.3)
+    frames.clear()
+    c.put(C + "Acquire", 1, timeout=5)
+    end = time.time() + 15
+    while time.time() < end and len(frames) < 2:
+        time.sleep(0.05)
+    bad = []
+    for img in frames[:2]:
+        a = np.asarray(img).astype(np.int64)
+        y, x = np.indices(a.shape)
+        want = np.minimum(255, 2 * ((x + y + int(img.attrib["FrameId"])) % 255))
+        if not np.array_equal(a, want):
+            bad.append(int(img.attrib["FrameId"]))
+    out["gain_frames"] = len(frames)
+    out["gain_bad"] = bad
+    c.put(C + "GC_GainRaw", 0, timeout=5)
+    # Continuous, then a SizeX put: acquisition restarts with the new size and goes on.
+    wait("Acquire_RBV", lambda v: int(v) == 0)
+    c.put(C + "ImageMode", 2, timeout=5)
+    frames.clear()
+    c.put(C + "Acquire", 1, timeout=5)
+    end = time.time() + 10
+    while time.time() < end and len(frames) < 5:
+        time.sleep(0.05)
+    c.put(C + "SizeX", 32, timeout=5)
+    end = time.time() + 10
+    while time.time() < end and not any(np.asarray(f).shape[1] == 32 for f in frames):
+        time.sleep(0.05)
+    n_before = len(frames)
+    time.sleep(0.5)
+    out["restart"] = dict(widths=sorted({int(np.asarray(f).shape[1]) for f in frames}),
+                          still_acquiring=int(get("Acquire_RBV")),
+                          more=len(frames) > n_before,
+                          status=str(get("StatusMessage_RBV")))
+    c.put(C + "Acquire", 0, timeout=5)
+    sub.close(); c.close()
+    print(json.dumps(out))
+""")
+
+# Continuous acquisition at 64×48; prints what it saw once `seconds` have passed.
+RUN_CLIENT = textwrap.dedent(r"""
+    import json, sys, time
+    from p4p.client.thread import Context
+    P, seconds, stop = sys.argv[1], float(sys.argv[2]), sys.argv[3] == "stop"
+    c = Context("pva")
+    C = P + "cam1:"
+    end = time.time() + 15
+    while time.time() < end:
+        try:
+            if int(c.get(C + "ARConnectCamera", timeout=2)) == 1:
+                break
+        except Exception:
+            pass
+        time.sleep(0.2)
+    for k, v in (("SizeX", 64), ("SizeY", 48), ("AcquirePeriod", 0.005), ("ImageMode", 2)):
+        c.put(C + k, v, timeout=5)
+    n0 = int(c.get(C + "ArrayCounter_RBV", timeout=5))
+    c.put(C + "Acquire", 1, timeout=5)
+    time.sleep(seconds)
+    if stop:
+        c.put(C + "Acquire", 0, timeout=5)
+        time.sleep(1.5)
+    names = ["ArrayCounter_RBV", "DroppedArrays_RBV", "ARFramesCompleted", "ARFrameFailures",
+             "ARFrameUnderruns", "ARMissingPackets", "ARFrameIdGaps", "ARFramesDiscarded",
+             "Acquire_RBV"]
+    out = {n: float(c.get(C + n, timeout=5)) for n in names}
+    out["arrays"] = out["ArrayCounter_RBV"] - n0
+    out["status"] = str(c.get(C + "StatusMessage_RBV", timeout=5))
+    c.close()
+    print(json.dumps(out))
+""")
+
+
+def fake_features(ns, tmp_path):
+    """The fake's features as makeDb.py lists them: every Category's pFeature of a type that
+    gets records, from the XML `arv-tool` reads off the camera."""
+    import xml.etree.ElementTree as ET
+    r = subprocess.run(["ip", "netns", "exec", ns.name, "arv-tool-0.8", "-a", "127.0.0.1",
+                        "genicam"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    xml = r.stdout[r.stdout.index("<"):]
+    root = ET.fromstring(xml.encode())
+    tag = lambda e: e.tag.split("}")[-1]
+    nodes = {e.get("Name"): tag(e) for e in root if e.get("Name")}
+    typed = {"Integer", "IntReg", "IntSwissKnife", "IntConverter", "Float", "Converter",
+             "SwissKnife", "Boolean", "String", "StringReg", "Enumeration", "Command"}
+    out = []
+    for cat in (e for e in root if tag(e) == "Category"):
+        for f in (p.text.strip() for p in cat if tag(p) == "pFeature"):
+            if nodes.get(f) in typed and f not in [n for n, _ in out]:
+                out.append((f, nodes[f]))
+    # makeDb.py shortens names over 20 characters; the fake has one.
+    short = {"DeviceManufacturerInfo": "GC_DevManInfo"}
+    return [(short.get(f, "GC_" + f), kind) for f, kind in out]
+
+
+def test_gc_features_restart_loss_and_a_camera_that_dies(ndflow_bin, tmp_path):
+    why = cannot_run()
+    if why:
+        pytest.skip(why)
+    with Netns() as ns:
+        fake = ns.start([FAKE, "-i", "127.0.0.1"], tmp_path / "fake.log")
+        time.sleep(0.5)
+        features = fake_features(ns, tmp_path)
+        assert len(features) > 20, features
+        start_ioc(ns, ndflow_bin, tmp_path)
+        log = lambda: (tmp_path / "ioc.log").read_text()
+        gc = ns.python(GC_CLIENT, P, json.dumps(features))
+        print(json.dumps(gc, indent=1))
+        assert gc["missing"] == [], gc["missing"]
+        assert gc["absent"] == {"GC_SensorWidth": True, "GC_AcquisitionStart_RBV": True}, gc
+        assert "Mono8" in gc["gc_pixel_formats"], gc
+        assert gc["size_x"] == 320, gc
+        assert "GC_Width" in gc["refused"] and gc["width_after"] == 320, gc
+        assert gc["gain_rbv"] == 1.0, gc
+        assert gc["gain_frames"] >= 2 and gc["gain_bad"] == [], gc
+        r = gc["restart"]
+        assert r["widths"] == [32, 64] and r["still_acquiring"] == 1 and r["more"], r
+
+        # The camera dies during a Continuous acquisition: the acquisition ends, the IOC
+        # says so and keeps serving; a new camera at the address is connected and used.
+        # Its stream statistics are a new stream's: the lossy run below starts from zero.
+        running = ns.python(RUN_CLIENT, P, "1", "keep")
+        assert running["Acquire_RBV"] == 1 and running["arrays"] > 10, running
+        ns.stop(fake)
+        lost = ns.python(CONNECT, P, "0", "15", "lost")
+        assert lost["connect"] == 0 and "lost" in lost["status"], (lost, log())
+        fake = ns.start([FAKE, "-i", "127.0.0.1", "-r", "10"], tmp_path / "fake2.log")
+        back = ns.python(CONNECT, P, "1", "20", "connected")
+        assert back["connect"] == 1, (back, log())
+
+        # 1 % of packets lost, no resend: every frame that did not arrive whole is counted.
+        lossy = ns.python(RUN_CLIENT, P, "3", "stop")
+        print(json.dumps(lossy, indent=1))
+        assert lossy["Acquire_RBV"] == 0, lossy
+        assert lossy["ARFrameFailures"] > 0 and lossy["ARMissingPackets"] > 0, lossy
+        # Every completed frame became an NDArray or a counted drop.
+        handed_on = lossy["arrays"] + lossy["DroppedArrays_RBV"] + lossy["ARFramesDiscarded"]
+        assert lossy["ARFramesCompleted"] == handed_on, lossy
+        # The ids the driver saw skipped are frames the stream failed or had no buffer for
+        # (failures before the first or after the last delivered frame are not gaps).
+        lost_frames = lossy["ARFrameFailures"] + lossy["ARFrameUnderruns"]
+        assert 0 < lossy["ARFrameIdGaps"] <= lost_frames, lossy

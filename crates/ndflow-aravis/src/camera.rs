@@ -141,6 +141,22 @@ impl Camera {
         self.cam.is_gv_device()
     }
 
+    /// GigE: the stream's packet size (GevSCPSPacketSize), in bytes; 0 negotiates the largest
+    /// the path between camera and host carries (Aravis sends test packets). Returns the size
+    /// now in use.
+    pub fn set_packet_size(&self, bytes: u32) -> Result<u32, CameraError> {
+        let e = |e: aravis::glib::Error| CameraError::feature("writing", "GevSCPSPacketSize", e);
+        if bytes == 0 {
+            self.cam.gv_auto_packet_size().map_err(e)?;
+        } else {
+            let n = i32::try_from(bytes).unwrap_or(i32::MAX);
+            self.cam.gv_set_packet_size(n).map_err(e)?;
+        }
+        self.cam
+            .gv_get_packet_size()
+            .map_err(|err| CameraError::feature("reading", "GevSCPSPacketSize", err))
+    }
+
     pub fn get_int(&self, name: &str) -> Result<i64, CameraError> {
         self.cam
             .integer(name)

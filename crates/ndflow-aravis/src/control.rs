@@ -22,6 +22,8 @@ use crate::stream::{Frame, Stream, StreamOptions};
 const RETRY: Duration = Duration::from_secs(1);
 const TICK_IDLE: Duration = Duration::from_secs(1);
 const TICK_ACQUIRING: Duration = Duration::from_millis(200);
+/// How long a stop waits for frames still arriving before it counts them as discarded.
+const STRAGGLERS: Duration = Duration::from_millis(30);
 
 /// Where the camera is.
 #[derive(Debug, Clone)]
@@ -114,6 +116,8 @@ impl Control {
             last_attempt: None,
             pending: Vec::new(),
             last_error: String::new(),
+            discarded: 0,
+            lost: None,
         };
         let thread = std::thread::Builder::new()
             .name("ndflow-aravis-ctl".into())
@@ -177,6 +181,10 @@ struct State {
     /// Parameters put while no camera was connected: written when it connects.
     pending: Vec<usize>,
     last_error: String,
+    /// Completed frames thrown away at a stop or restart (ARFramesDiscarded).
+    discarded: u64,
+    /// Why the camera was lost, kept in the status until it is back.
+    lost: Option<String>,
 }
 
 /// The first of `names` the camera has.
@@ -258,10 +266,9 @@ impl State {
         self.acquiring = false;
         self.shared.connected.store(false, Ordering::Release);
         self.a.connect_camera.set(&self.params, 0);
-        self.status(format!(
-            "camera {} lost ({why}); retrying every second",
-            self.source.describe()
-        ));
+        let lost = format!("camera {} lost ({why})", self.source.describe());
+        self.status(format!("{lost}; retrying every second"));
+        self.lost = Some(lost);
         self.last_attempt = Some(Instant::now());
     }
 
@@ -273,6 +280,7 @@ impl State {
         match self.source.open() {
             Ok(cam) => {
                 self.cam = Some(cam);
+                self.lost = None;
                 self.shared.connected.store(true, Ordering::Release);
                 self.a.connect_camera.set(&self.params, 1);
                 self.read_identity();
@@ -284,17 +292,28 @@ impl State {
                         errors.push(e);
                     }
                 }
+                let packet = match self.apply_packet_size() {
+                    Ok(Some(n)) => format!(" (GigE packets of {n} bytes)"),
+                    Ok(None) => String::new(),
+                    Err(e) => {
+                        errors.push(e);
+                        String::new()
+                    }
+                };
                 self.apply_stream_options();
                 self.read_back();
                 self.status(if errors.is_empty() {
-                    format!("connected to {}", self.source.describe())
+                    format!("connected to {}{packet}", self.source.describe())
                 } else {
                     errors.join("; ")
                 });
             }
             Err(e) => {
                 self.a.connect_camera.set(&self.params, 0);
-                let msg = format!("camera not connected: {e}; retrying every second");
+                let msg = match &self.lost {
+                    Some(lost) => format!("{lost}; not back yet: {e}; retrying every second"),
+                    None => format!("camera not connected: {e}; retrying every second"),
+                };
                 if msg != self.last_error {
                     self.status(msg.clone());
                     self.last_error = msg;
@@ -397,6 +416,17 @@ impl State {
         }
         if a.packet_resend_enable.is(idx) || a.packet_timeout.is(idx) || a.frame_retention.is(idx) {
             self.apply_stream_options();
+            return;
+        }
+        if a.packet_size.is(idx) {
+            // Streaming cameras lock it: it is written again before the next acquisition.
+            if !self.acquiring {
+                match self.apply_packet_size() {
+                    Ok(Some(n)) => self.status(format!("GigE packets of {n} bytes")),
+                    Ok(None) => {}
+                    Err(e) => self.status(e),
+                }
+            }
             return;
         }
         // A read-back done between this put and now (after an earlier put) may have replaced
@@ -657,6 +687,31 @@ impl State {
             .collect()
     }
 
+    /// ARPacketSize to a GigE camera; the size in use, `None` for other cameras.
+    fn apply_packet_size(&self) -> Result<Option<u32>, String> {
+        let Some(cam) = self.cam.as_ref().filter(|c| c.is_gige()) else {
+            return Ok(None);
+        };
+        let want = u32::try_from(self.a.packet_size.get(&self.params)).unwrap_or(0);
+        cam.set_packet_size(want)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Frames waiting in the stream's channel that nobody will take: thrown away and counted.
+    fn discard_waiting(&mut self) {
+        let Some(s) = &self.stream else { return };
+        let mut n = 0u64;
+        while s.try_recv().is_some() {
+            n += 1;
+        }
+        if n > 0 {
+            self.discarded += n;
+            let total = i64::try_from(self.discarded).unwrap_or(i64::MAX);
+            self.a.frames_discarded.set(&self.params, total);
+        }
+    }
+
     fn apply_stream_options(&self) {
         let Some(s) = &self.stream else { return };
         let (a, p) = (&self.a, &self.params);
@@ -696,7 +751,10 @@ impl State {
                 let _ = s.stop();
             }
         }
-        let errors = self.write_all();
+        let mut errors = self.write_all();
+        if let Err(e) = self.apply_packet_size() {
+            errors.push(e);
+        }
         self.read_back();
         let payload = match self.cam.as_ref().map(Camera::payload_size) {
             Some(Ok(p)) => p,
@@ -721,11 +779,11 @@ impl State {
             self.stream = Some(s);
             self.apply_stream_options();
         }
+        // Frames left from the last acquisition are not this one's.
+        self.discard_waiting();
         let Some(s) = self.stream.as_mut() else {
             return Err("no stream".into());
         };
-        // Frames left from the last acquisition are not this one's.
-        while s.try_recv().is_some() {}
         s.start().map_err(|e| e.to_string())?;
         self.acquiring = true;
         let frames = s.frames().clone();
@@ -748,6 +806,9 @@ impl State {
                 self.status(e.to_string());
             }
         }
+        // A frame on the wire when the camera stopped completes a moment later.
+        std::thread::sleep(STRAGGLERS);
+        self.discard_waiting();
         self.publish_stats();
     }
 }

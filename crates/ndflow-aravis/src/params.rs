@@ -72,6 +72,13 @@ ndflow_core::params! {
         frame_id_gaps: int64("ARFrameIdGaps", 0)
             .read_only_plain()
             .doc("ndflow: frame (block) ids this acquisition skipped: frames the camera sent that never became NDArrays (failed, underrun, lost before Aravis); 0 at each Acquire"),
+        frames_discarded: int64("ARFramesDiscarded", 0)
+            .read_only_plain()
+            .doc("ndflow: completed frames not handed on because they arrived after Acquire = 0 or before a restart (counted since the IOC started)"),
+        packet_size: int32("ARPacketSize", 0)
+            .min(0.0)
+            .max(65535.0)
+            .doc("ndflow: GigE packet size (GevSCPSPacketSize) in bytes, written at connect and before each acquisition; 0 = the largest the network path carries, negotiated with the camera (the size in use is in the connect message)"),
         packet_resend_enable: enumeration("ARPacketResendEnable", &["Never", "Always"], 1)
             .doc("GigE stream: ask the camera to resend missing packets"),
         packet_timeout: int32("ARPacketTimeout", 20000)
