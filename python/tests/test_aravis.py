@@ -94,6 +94,22 @@ name = "PVA1"
 type = "pva"
 prefix = "Pva1:"
 NDArrayPort = "CAM"
+
+[[port]]
+name = "HDF1"
+type = "hdf5"
+prefix = "HDF1:"
+NDArrayPort = "CAM"
+QueueSize = 20
+FilePath = "{{out}}"
+CreateDirectory = -1
+FileName = "arv"
+FileTemplate = "%s%s_%3.3d.h5"
+FileNumber = 1
+FileWriteMode = "Stream"
+LazyOpen = "Yes"
+NumCapture = 5
+Capture = 1
 """
 
 # Every ADGenICam/aravisCamera record answers; then Multiple acquisitions in Mono8 and Mono16.
@@ -192,7 +208,8 @@ def record_names():
 
 def start_ioc(ns, ndflow_bin, tmp_path):
     cfg = tmp_path / "aravis.toml"
-    cfg.write_text(CONFIG)
+    (tmp_path / "h5").mkdir(exist_ok=True)
+    cfg.write_text(CONFIG.replace("{out}", str(tmp_path / "h5") + "/"))
     return ns.start([ndflow_bin, "run", cfg], tmp_path / "ioc.log")
 
 
@@ -220,6 +237,16 @@ def test_fake_camera_end_to_end(ndflow_bin, tmp_path):
         # changes (Mono8 → Mono16): the count is the Mono16 run's.
         assert out["completed"] >= 3 and out["failures"] == 0, out
         assert out["model"] and out["max"] == [2048, 2048], out
+        # The HDF5 writer got the five Mono8 frames (lent from the camera's ring, not copied)
+        # and they read back as the pattern.
+        import h5py
+        import numpy as np
+        with h5py.File(tmp_path / "h5" / "arv_001.h5", "r") as f:
+            data = f["/entry/data/data"][()]
+        assert data.shape == (5, 480, 640) and data.dtype == np.uint8, data.shape
+        y, x = np.indices((480, 640))
+        for frame, fid in zip(data, m8["ids"]):
+            assert np.array_equal(frame.astype(np.int64), (x + y + fid) % 255), fid
 
 
 def test_camera_absent_at_start_then_started(ndflow_bin, tmp_path):
@@ -331,6 +358,26 @@ GC_CLIENT = textwrap.dedent(r"""
                           more=len(frames) > n_before,
                           status=str(get("StatusMessage_RBV")))
     c.put(C + "Acquire", 0, timeout=5)
+    wait("Acquire_RBV", lambda v: int(v) == 0)
+    # Software trigger: TriggerMode External, TriggerSource Software; each TriggerSoftware
+    # put is one frame (the count starts once the acquisition has settled).
+    sources = list(get("TriggerSource").raw.value.choices)
+    c.put(C + "GC_TriggerSelector", "FrameStart", timeout=5)
+    c.put(C + "TriggerSource", sources.index("Software"), timeout=5)
+    c.put(C + "TriggerMode", 1, timeout=5)
+    c.put(C + "Acquire", 1, timeout=5)
+    time.sleep(0.5)
+    n0 = int(get("ArrayCounter_RBV"))
+    time.sleep(0.5)
+    idle = int(get("ArrayCounter_RBV")) - n0
+    for k in range(3):
+        c.put(C + "TriggerSoftware", 1, timeout=5)
+        wait("ArrayCounter_RBV", lambda v: int(v) >= n0 + idle + k + 1, t=5)
+    time.sleep(0.3)
+    out["trigger"] = dict(idle=idle, triggered=int(get("ArrayCounter_RBV")) - n0 - idle)
+    out["trigger_debug"] = {k: str(get(k)) for k in ("StatusMessage_RBV", "GC_TriggerSelector_RBV", "GC_TriggerMode_RBV", "GC_TriggerSource_RBV", "TriggerSource_RBV", "Acquire_RBV", "ARFramesCompleted")}
+    c.put(C + "Acquire", 0, timeout=5)
+    c.put(C + "TriggerMode", 0, timeout=5)
     sub.close(); c.close()
     print(json.dumps(out))
 """)
@@ -414,6 +461,7 @@ def test_gc_features_restart_loss_and_a_camera_that_dies(ndflow_bin, tmp_path):
         assert gc["gain_frames"] >= 2 and gc["gain_bad"] == [], gc
         r = gc["restart"]
         assert r["widths"] == [32, 64] and r["still_acquiring"] == 1 and r["more"], r
+        assert gc["trigger"] == {"idle": 0, "triggered": 3}, gc["trigger"]
 
         # The camera dies during a Continuous acquisition: the acquisition ends, the IOC
         # says so and keeps serving; a new camera at the address is connected and used.

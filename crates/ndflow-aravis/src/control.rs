@@ -22,8 +22,11 @@ use crate::stream::{Frame, Stream, StreamOptions};
 const RETRY: Duration = Duration::from_secs(1);
 const TICK_IDLE: Duration = Duration::from_secs(1);
 const TICK_ACQUIRING: Duration = Duration::from_millis(200);
-/// How long a stop waits for frames still arriving before it counts them as discarded.
-const STRAGGLERS: Duration = Duration::from_millis(30);
+/// At most one loss line in the log per this long.
+const LOSS_LOG: Duration = Duration::from_secs(10);
+/// At most how long a stop waits for frames still arriving before it counts them as
+/// discarded (ARFrameRetention when shorter).
+const STRAGGLERS: Duration = Duration::from_millis(300);
 
 /// Where the camera is.
 #[derive(Debug, Clone)]
@@ -118,6 +121,8 @@ impl Control {
             last_error: String::new(),
             discarded: 0,
             lost: None,
+            logged_loss: ((0, 0), None),
+            packet_size_pending: false,
         };
         let thread = std::thread::Builder::new()
             .name("ndflow-aravis-ctl".into())
@@ -185,6 +190,10 @@ struct State {
     discarded: u64,
     /// Why the camera was lost, kept in the status until it is back.
     lost: Option<String>,
+    /// (failures, underruns) last said in the log, and when.
+    logged_loss: ((u64, u64), Option<Instant>),
+    /// ARPacketSize was put during an acquisition: applied at its end.
+    packet_size_pending: bool,
 }
 
 /// The first of `names` the camera has.
@@ -242,6 +251,11 @@ impl State {
         if self.cam.is_none() {
             self.try_connect();
             return;
+        }
+        if !self.acquiring {
+            // Frames completed after the stop (held back behind an incomplete one for up to
+            // ARFrameRetention) are counted as discarded here.
+            self.discard_waiting();
         }
         self.publish_stats();
         // Once a second is enough to notice a camera that went away.
@@ -419,13 +433,13 @@ impl State {
             return;
         }
         if a.packet_size.is(idx) {
-            // Streaming cameras lock it: it is written again before the next acquisition.
-            if !self.acquiring {
-                match self.apply_packet_size() {
-                    Ok(Some(n)) => self.status(format!("GigE packets of {n} bytes")),
-                    Ok(None) => {}
-                    Err(e) => self.status(e),
-                }
+            // Aravis sizes a stream's packet bookkeeping when it opens it: a new size needs a
+            // new stream, so it is applied only while stopped (and the stream reopened).
+            if self.acquiring {
+                self.status("ARPacketSize is applied when the acquisition has stopped");
+                self.packet_size_pending = true;
+            } else {
+                self.reapply_packet_size();
             }
             return;
         }
@@ -687,6 +701,16 @@ impl State {
             .collect()
     }
 
+    fn reapply_packet_size(&mut self) {
+        self.packet_size_pending = false;
+        self.stream = None;
+        match self.apply_packet_size() {
+            Ok(Some(n)) => self.status(format!("GigE packets of {n} bytes")),
+            Ok(None) => {}
+            Err(e) => self.status(e),
+        }
+    }
+
     /// ARPacketSize to a GigE camera; the size in use, `None` for other cameras.
     fn apply_packet_size(&self) -> Result<Option<u32>, String> {
         let Some(cam) = self.cam.as_ref().filter(|c| c.is_gige()) else {
@@ -728,9 +752,21 @@ impl State {
         }
     }
 
-    fn publish_stats(&self) {
+    fn publish_stats(&mut self) {
         let Some(s) = &self.stream else { return };
         let st = s.statistics();
+        // Loss is said in the log too, at most every LOSS_LOG, with what it adds up to.
+        let (lost, (before, at)) = ((st.failures, st.underruns), self.logged_loss);
+        if (lost.0 > before.0 || lost.1 > before.1) && at.is_none_or(|t| t.elapsed() >= LOSS_LOG) {
+            tracing::warn!(
+                "camera {}: frames lost: {} failed (incomplete or timed out, {} packets missing), {} underruns (no free buffer) since the stream opened",
+                self.source.describe(),
+                st.failures,
+                st.missing_packets,
+                st.underruns
+            );
+            self.logged_loss = (lost, Some(Instant::now()));
+        }
         let (a, p) = (&self.a, &self.params);
         let i = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         p.set_many(&[
@@ -751,10 +787,7 @@ impl State {
                 let _ = s.stop();
             }
         }
-        let mut errors = self.write_all();
-        if let Err(e) = self.apply_packet_size() {
-            errors.push(e);
-        }
+        let errors = self.write_all();
         self.read_back();
         let payload = match self.cam.as_ref().map(Camera::payload_size) {
             Some(Ok(p)) => p,
@@ -777,6 +810,7 @@ impl State {
             )
             .map_err(|e| e.to_string())?;
             self.stream = Some(s);
+            self.logged_loss = ((0, 0), None);
             self.apply_stream_options();
         }
         // Frames left from the last acquisition are not this one's.
@@ -806,9 +840,14 @@ impl State {
                 self.status(e.to_string());
             }
         }
-        // A frame on the wire when the camera stopped completes a moment later.
-        std::thread::sleep(STRAGGLERS);
+        // A frame on the wire when the camera stopped completes a moment later, and frames
+        // behind an incomplete one wait up to ARFrameRetention (later ones: the next tick).
+        let retention = u64::try_from(self.a.frame_retention.get(&self.params)).unwrap_or(0);
+        std::thread::sleep(STRAGGLERS.min(Duration::from_micros(retention)) + STRAGGLERS / 10);
         self.discard_waiting();
         self.publish_stats();
+        if self.packet_size_pending {
+            self.reapply_packet_size();
+        }
     }
 }

@@ -78,7 +78,7 @@ ndflow_core::params! {
         packet_size: int32("ARPacketSize", 0)
             .min(0.0)
             .max(65535.0)
-            .doc("ndflow: GigE packet size (GevSCPSPacketSize) in bytes, written at connect and before each acquisition; 0 = the largest the network path carries, negotiated with the camera (the size in use is in the connect message)"),
+            .doc("ndflow: GigE packet size (GevSCPSPacketSize) in bytes, written at connect and when put while stopped (the stream is then reopened); 0 = the largest the network path carries, negotiated with the camera (the size in use is in the connect message)"),
         packet_resend_enable: enumeration("ARPacketResendEnable", &["Never", "Always"], 1)
             .doc("GigE stream: ask the camera to resend missing packets"),
         packet_timeout: int32("ARPacketTimeout", 20000)

@@ -52,7 +52,8 @@ pub struct Stats {
 /// A completed image. Holds the Aravis buffer until dropped, then gives it back to the stream.
 pub struct Frame {
     buffer: Option<Buffer>,
-    stream: aravis::Stream,
+    /// Where the buffer goes back to: the stream while it is open, nothing once it is closed.
+    home: Home,
     /// Where the image starts in the buffer's memory and how many bytes it has.
     offset: usize,
     len: usize,
@@ -165,7 +166,9 @@ impl Frame {
 impl Drop for Frame {
     fn drop(&mut self) {
         if let Some(b) = self.buffer.take() {
-            self.stream.push_buffer(b);
+            if let Some(stream) = self.home.lock().as_ref() {
+                stream.push_buffer(b);
+            }
         }
     }
 }
@@ -190,10 +193,18 @@ fn image_range(buffer: &Buffer, capacity: usize) -> Option<(usize, usize)> {
     (!base.is_null() && offset.checked_add(size)? <= capacity).then_some((offset, size))
 }
 
+/// The stream a frame's buffer returns to. Frames must not keep the Aravis stream itself
+/// alive: a GigE stream that finalizes writes 0 to the camera's stream-channel port, and one
+/// finalized late (when a plugin let go of its last frame) would cut off the stream opened
+/// after it. So the stream is dropped when [`Stream`] is, and later frames just free their
+/// buffer.
+type Home = Arc<parking_lot::Mutex<Option<aravis::Stream>>>;
+
 /// An open stream: the ring, the receive thread and the frames it hands out.
 pub struct Stream {
     camera: aravis::Camera,
     stream: aravis::Stream,
+    home: Home,
     frames: Receiver<Frame>,
     stop: Arc<AtomicBool>,
     rejected: Arc<AtomicU64>,
@@ -224,16 +235,19 @@ impl Stream {
         let (tx, rx) = bounded(n);
         let stop = Arc::new(AtomicBool::new(false));
         let rejected = Arc::new(AtomicU64::new(0));
+        let home: Home = Arc::new(parking_lot::Mutex::new(Some(stream.clone())));
         let thread = {
             let (stream, stop, rejected) = (stream.clone(), stop.clone(), rejected.clone());
+            let home = home.clone();
             std::thread::Builder::new()
                 .name("ndflow-aravis-rx".into())
-                .spawn(move || receive(&stream, payload, &tx, &stop, &rejected))
+                .spawn(move || receive(&stream, &home, payload, &tx, &stop, &rejected))
                 .map_err(|e| CameraError::Stream(format!("starting the receive thread: {e}")))?
         };
         Ok(Stream {
             camera: camera.cam.clone(),
             stream,
+            home,
             frames: rx,
             stop,
             rejected,
@@ -351,14 +365,17 @@ impl Drop for Stream {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        // Frames still held no longer return to the ring (see [`Home`]): the stream is
+        // finalized when this value's own reference drops, now, before a new one can open.
         // Not `arv_stream_stop_thread`: finalize stops the thread itself and complains when
-        // it is already stopped. Frames still held keep the stream (and its thread, idle now
-        // that the camera is stopped) alive until the last is dropped.
+        // it is already stopped.
+        self.home.lock().take();
     }
 }
 
 fn receive(
     stream: &aravis::Stream,
+    home: &Home,
     capacity: usize,
     tx: &Sender<Frame>,
     stop: &AtomicBool,
@@ -389,7 +406,7 @@ fn receive(
             offset,
             len,
             buffer: Some(buffer),
-            stream: stream.clone(),
+            home: home.clone(),
         };
         loop {
             match tx.send_timeout(frame, Duration::from_micros(TICK_US)) {

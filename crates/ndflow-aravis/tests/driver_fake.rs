@@ -107,4 +107,39 @@ fn multiple_acquisition_from_the_in_process_fake() {
         Some(3),
         "UInt16"
     );
+
+    assert_eq!(
+        wait_for(&g, "Acquire", |v| v.as_i64() == Some(0)).as_i64(),
+        Some(0)
+    );
+
+    // RGB8 and Bayer: their NDArray layouts. Binning reaches the camera (the fake's image
+    // keeps Width × Height whatever the binning, so only the feature is checked).
+    let count = |g: &Graph| g.get("CAM", "ArrayCounter").unwrap().as_i64().unwrap();
+    for (format, color_mode, dims) in [("RGB8", 2i64, [3i64, 64, 48]), ("BayerRG8", 1, [64, 48, 0])]
+    {
+        let i = pf.iter().position(|e| e == format).unwrap();
+        g.put("CAM", "PixelFormat", i as i64).unwrap();
+        let bin = if format == "BayerRG8" { 2 } else { 1 };
+        g.put("CAM", "BinX", bin).unwrap();
+        g.put("CAM", "BinY", bin).unwrap();
+        g.put("CAM", "ImageMode", "Multiple").unwrap();
+        g.put("CAM", "NumImages", 2).unwrap();
+        let n0 = count(&g);
+        g.put("CAM", "Acquire", 1).unwrap();
+        wait_for(&g, "ArrayCounter", |v| v.as_i64() == Some(n0 + 2));
+        wait_for(&g, "Acquire", |v| v.as_i64() == Some(0));
+        assert_eq!(count(&g), n0 + 2, "{format}");
+        assert_eq!(
+            g.get("CAM", "ColorMode").unwrap().as_i64(),
+            Some(color_mode),
+            "{format}: {:?}",
+            g.get("CAM", "StatusMessage")
+        );
+        let size = |k: &str| g.get("CAM", k).unwrap().as_i64().unwrap();
+        let got = [size("ArraySize0"), size("ArraySize1"), size("ArraySize2")];
+        assert_eq!(got, dims, "{format}");
+        assert_eq!(size("BinX"), bin, "{format}");
+        assert_eq!(size("GC_BinningHorizontal"), bin, "{format}");
+    }
 }
