@@ -113,6 +113,17 @@ fn multiple_acquisition_from_the_in_process_fake() {
         Some(0)
     );
 
+    // Single: one frame, then the acquisition ends by itself.
+    let n0 = g.get("CAM", "ArrayCounter").unwrap().as_i64().unwrap();
+    g.put("CAM", "ImageMode", "Single").unwrap();
+    g.put("CAM", "Acquire", 1).unwrap();
+    assert_eq!(
+        wait_for(&g, "Acquire", |v| v.as_i64() == Some(0)).as_i64(),
+        Some(0),
+        "Single ends by itself"
+    );
+    assert_eq!(g.get("CAM", "ArrayCounter").unwrap().as_i64(), Some(n0 + 1));
+
     // RGB8 and Bayer: their NDArray layouts. Binning reaches the camera (the fake's image
     // keeps Width × Height whatever the binning, so only the feature is checked).
     let count = |g: &Graph| g.get("CAM", "ArrayCounter").unwrap().as_i64().unwrap();
