@@ -448,6 +448,14 @@ def test_gc_features_restart_loss_and_a_camera_that_dies(ndflow_bin, tmp_path):
         time.sleep(0.5)
         features = fake_features(ns, tmp_path)
         assert len(features) > 20, features
+        # `ndflow params aravis --camera` lists the same records, before any IOC runs.
+        r = subprocess.run(["ip", "netns", "exec", ns.name, ndflow_bin, "params", "aravis",
+                            "--camera", "127.0.0.1"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        listed = {cell.strip() for line in r.stdout.splitlines() if "| GC_" in line
+                  for cell in line.split("|")[2].split(",")}
+        for name, kind in features:
+            assert (name if kind == "Command" else name + "_RBV") in listed, (name, r.stdout)
         start_ioc(ns, ndflow_bin, tmp_path)
         log = lambda: (tmp_path / "ioc.log").read_text()
         gc = ns.python(GC_CLIENT, P, json.dumps(features))
