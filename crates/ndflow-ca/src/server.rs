@@ -47,6 +47,8 @@ pub(crate) struct ServerShared {
     channels: AtomicI64,
     pub(crate) searches_refused: AtomicU64,
     pub(crate) searches_forwarded: AtomicU64,
+    /// Connections closed because a message stayed incomplete past `partial_timeout`.
+    pub(crate) partial_timeouts: AtomicU64,
 }
 
 impl ServerShared {
@@ -59,6 +61,7 @@ impl ServerShared {
             channels: AtomicI64::new(0),
             searches_refused: AtomicU64::new(0),
             searches_forwarded: AtomicU64::new(0),
+            partial_timeouts: AtomicU64::new(0),
         }
     }
 
@@ -167,6 +170,12 @@ impl Server {
             self.shared.searches_refused.load(Ordering::Relaxed),
             self.shared.searches_forwarded.load(Ordering::Relaxed),
         )
+    }
+
+    /// Connections closed because a message they had begun stayed incomplete past
+    /// `partial_timeout` (a client declaring a payload it does not send).
+    pub fn partial_timeouts(&self) -> u64 {
+        self.shared.partial_timeouts.load(Ordering::Relaxed)
     }
 
     /// Open TCP connections.

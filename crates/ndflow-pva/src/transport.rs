@@ -122,6 +122,9 @@ impl Message {
     }
 }
 
+/// The most a message's buffer grows ahead of the bytes that have arrived.
+const READ_STEP: usize = 1 << 20;
+
 /// Reads framed messages from a stream. Not cancel-safe: dropping a pending [`Self::next`] loses
 /// a partly read message, which is fine only when the connection is being abandoned.
 pub struct MessageReader<R> {
@@ -264,12 +267,12 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
         Ok(Some(Header::decode(&hb)?))
     }
 
-    /// Append exactly `len` bytes to `buf`. The buffer grows as data arrives (a peer announcing
-    /// a huge message it never sends costs address space, not memory) and large reads go
-    /// straight from the socket into it.
+    /// Append exactly `len` bytes to `buf`. The buffer grows as data arrives, a step of at most
+    /// [`READ_STEP`] ahead of it (a peer announcing a huge message it never sends costs it the
+    /// bytes it sends, not the size it claims) and large reads go straight from the socket into
+    /// it.
     async fn read_into(&mut self, buf: &mut Vec<u8>, len: usize) -> Result<(), TransportError> {
         let target = buf.len() + len;
-        buf.reserve_exact(len);
         // The mark never exceeds what is left of this message, so the peer always sends
         // enough to reach it; it goes back to 1 before the next header.
         let low_water = self.low_water.as_ref().filter(|_| len >= RECYCLE_MIN);
@@ -284,6 +287,7 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
                         mark = want;
                     }
                 }
+                buf.reserve(left.min(READ_STEP));
                 let n = (&mut self.r).take(left as u64).read_buf(buf).await?;
                 if n == 0 {
                     return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());

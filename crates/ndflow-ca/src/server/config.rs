@@ -54,6 +54,9 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// A connection whose writes make no progress this long is dropped (client gone or stuck).
     pub write_timeout: Duration,
+    /// A message whose header has arrived must be complete this long after: a client that
+    /// declares a large payload and then stalls or drips is disconnected (and counted).
+    pub partial_timeout: Duration,
     /// Tokio worker threads of the server's runtime.
     pub worker_threads: usize,
 }
@@ -72,6 +75,7 @@ impl Default for ServerConfig {
             max_channels_per_conn: 100_000,
             max_connections: 1024,
             write_timeout: Duration::from_secs(30),
+            partial_timeout: Duration::from_secs(30),
             worker_threads: 2,
         }
     }

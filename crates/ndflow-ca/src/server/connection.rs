@@ -2,8 +2,10 @@
 //! writer (the only task writing the socket) sends replies, put completions and monitor
 //! updates. Small messages are gathered into one buffer; a frame's shared wire-order values go
 //! to the socket from where they are, in a vectored write after its header. A connection is
-//! dropped when a write makes no progress for `write_timeout` (a vanished or stuck client), on
-//! read/write errors, or on an absurd message size.
+//! dropped when a write makes no progress for `write_timeout` (a vanished or stuck client), when
+//! a message it began stays incomplete for `partial_timeout`, on read/write errors, or on an
+//! absurd message size. The read buffer grows with the bytes that arrive, never ahead of them
+//! to the size a header claims: a header costs its sender the bytes it sends.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,6 +26,8 @@ use crate::header::Header;
 
 /// Room for a message header and a DBR prefix beyond EPICS_CA_MAX_ARRAY_BYTES.
 const HEADROOM: usize = 4096;
+/// The most one read adds to the buffer (a large message is read in steps of this).
+const READ_STEP: usize = 256 * 1024;
 
 pub(crate) async fn run(
     stream: TcpStream,
@@ -49,6 +53,8 @@ pub(crate) async fn run(
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut start = 0usize;
     let mut replies = Vec::new();
+    // When the oldest incomplete message's first bytes arrived.
+    let mut partial_since: Option<tokio::time::Instant> = None;
     'conn: loop {
         // Frame and handle every complete message in the buffer.
         loop {
@@ -62,7 +68,7 @@ pub(crate) async fn run(
             let Some((h, hlen)) = parsed else { break };
             let total = hlen + h.payload_size as usize;
             if buf.len() - start < total {
-                buf.reserve(total - (buf.len() - start));
+                buf.reserve((total - (buf.len() - start)).min(READ_STEP));
                 break;
             }
             let payload = &buf[start + hlen..start + total];
@@ -78,12 +84,36 @@ pub(crate) async fn run(
                 break 'conn;
             }
         }
-        if start > 0 {
+        // The clock runs from the first byte of the message now incomplete: it restarts
+        // whenever a message completed.
+        let progressed = start > 0;
+        if progressed {
             buf.drain(..start);
             start = 0;
         }
+        partial_since = match (buf.is_empty(), partial_since) {
+            (true, _) => None,
+            (false, Some(t)) if !progressed => Some(t),
+            (false, _) => Some(tokio::time::Instant::now()),
+        };
+        let deadline = partial_since.map(|t| t + srv.cfg.partial_timeout);
+        let stalled = async move {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
         let n = tokio::select! {
             r = rd.read_buf(&mut buf) => r,
+            _ = stalled => {
+                srv.partial_timeouts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::info!(
+                    "CA client {peer}: a message begun {:?} ago is still incomplete ({} bytes here); closing",
+                    srv.cfg.partial_timeout,
+                    buf.len()
+                );
+                break 'conn;
+            }
             _ = shutdown.changed() => {
                 session.disconnect_all(&mut replies);
                 for m in replies.drain(..) {
