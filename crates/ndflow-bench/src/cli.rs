@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Subcommand;
 use ndflow::config::parse_setting;
 
-use crate::{ca, codec, eiger, hdf5, hop, host, pva, rivers2013, scaleout};
+use crate::{aravis, ca, codec, eiger, hdf5, hop, host, pva, rivers2013, scaleout};
 
 /// `ndflow bench WHICH`: one subcommand per benchmark, each with its own options.
 #[derive(Subcommand)]
@@ -205,6 +205,26 @@ pub enum BenchCmd {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// GenICam GigE Vision: the aravis driver receiving from Aravis' fake GigE camera next to
+    /// Aravis' arv-camera-test, in a network namespace it creates (root): frames/s, CPU per
+    /// frame, loss on clean and lossy links.
+    Aravis {
+        #[arg(long, value_name = "FILE.json")]
+        json: Option<PathBuf>,
+        /// Interleaved pairs (ours, arv-camera-test) per row, order alternating.
+        #[arg(long, default_value_t = 3)]
+        pairs: usize,
+        /// Seconds of acquisition per run (at least 2; the first is not counted).
+        #[arg(long, default_value_t = 4)]
+        seconds: u64,
+        /// Comma-separated row numbers (1-5) to run; default all.
+        #[arg(long, value_delimiter = ',')]
+        rows: Vec<usize>,
+        /// Internal: one run of ours inside the namespace (WxH,FORMAT,PACKET,RESEND,SECONDS);
+        /// prints one JSON line.
+        #[arg(long, hide = true)]
+        child: Option<String>,
+    },
 }
 
 /// Runs the benchmark `cmd` names; its table goes to stdout, progress to stderr.
@@ -356,6 +376,20 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             dir,
         })
         .map(|table| print!("{table}")),
+        BenchCmd::Aravis {
+            json,
+            pairs,
+            seconds,
+            rows,
+            child,
+        } => aravis::run(&aravis::AravisOptions {
+            json,
+            pairs,
+            seconds,
+            rows,
+            child,
+        })
+        .map(|table| print!("{table}")),
     }
 }
 
@@ -425,5 +459,6 @@ mod tests {
         assert!(parse(&["scaleout", "--writers", "1,2", "--no-netns"]).is_ok());
         assert!(parse(&["ca", "--pvs", "10", "--acquire-period", "0.01"]).is_ok());
         assert!(parse(&["eiger", "--pass-frames", "100", "--decode-frames", "10"]).is_ok());
+        assert!(parse(&["aravis", "--pairs", "1", "--seconds", "2", "--rows", "1,4"]).is_ok());
     }
 }

@@ -13,6 +13,7 @@
 //! | [`scaleout`] | `scaleout`: 1 head + N writer processes | one process writing one file |
 //! | [`ca`] | `ca`: Channel Access updates, frames and pipeline rate | pythonSoftIOC (RSRV), raw TCP |
 //! | [`eiger`] | `eiger`: EIGER Stream v2 replayed over ZeroMQ, pass-through and decompress | pyzmq PULL; dectris-compression, bitshuffle |
+//! | [`aravis`] | `aravis`: GenICam GigE Vision from Aravis' fake camera, in a network namespace | arv-camera-test (Aravis 0.8) |
 //!
 //! Shared by them: [`paired`] (interleaved A/B pairs, median ratio and spread) and [`host`]
 //! (child processes, free loopback ports, the loopback EPICS environment, raw TCP, CPU time).
@@ -21,6 +22,7 @@
 //! The crate depends on the `ndflow` library and only the binary depends on it, so the
 //! libraries and the Python package carry no benchmark code.
 
+pub mod aravis;
 pub mod c_ref;
 pub mod ca;
 pub mod cli;
