@@ -17,7 +17,7 @@ use crate::camera::{Camera, CameraError};
 use crate::features::FeatureList;
 use crate::gc::GcFeatures;
 use crate::params::{AravisParams, GenICamParams};
-use crate::stream::{Frame, Stream, StreamOptions};
+use crate::stream::{FrameSource, Stream, StreamOptions};
 
 const RETRY: Duration = Duration::from_secs(1);
 const TICK_IDLE: Duration = Duration::from_secs(1);
@@ -63,7 +63,7 @@ impl Source {
 /// The camera-filled menus: record name → the camera's full entry names, in menu order.
 pub type Menus = Vec<(&'static str, Vec<String>)>;
 
-pub(crate) type StartReply = Result<Receiver<Frame>, String>;
+pub(crate) type StartReply = Result<FrameSource, String>;
 
 enum Msg {
     Put(usize, ParamValue),
@@ -79,7 +79,7 @@ pub(crate) struct Shared {
     /// Frames of an acquisition the control thread restarted (a size, offset, binning, pixel
     /// format or frame count put while acquiring, as ADGenICam does): the driver takes them
     /// from here when `restarts` moves.
-    pub restarted: parking_lot::Mutex<Option<Receiver<Frame>>>,
+    pub restarted: parking_lot::Mutex<Option<FrameSource>>,
     pub restarts: std::sync::atomic::AtomicU64,
     /// Set while a restart is under way (the old stream's channel may close meanwhile).
     pub restarting: AtomicBool,
@@ -274,7 +274,7 @@ impl State {
     }
 
     fn lost(&mut self, why: &str) {
-        // Dropping the stream ends its receive thread, which closes the driver's channel.
+        // Dropping the stream closes it: the driver's FrameSource then reports Closed.
         self.stream = None;
         self.cam = None;
         self.acquiring = false;
@@ -820,7 +820,7 @@ impl State {
         };
         s.start().map_err(|e| e.to_string())?;
         self.acquiring = true;
-        let frames = s.frames().clone();
+        let frames = s.frames();
         self.status(if errors.is_empty() {
             "acquiring".to_string()
         } else {

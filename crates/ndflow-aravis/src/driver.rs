@@ -11,7 +11,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
 use ndflow_core::{
     AttrValue, Buffer, ColorMode, DataType, NDArray, NDAttribute, ParamDef, ParamStore, Pool,
 };
@@ -24,7 +23,7 @@ use crate::gc::GcFeatures;
 use crate::params::{port_table, AravisParams};
 use crate::pixels::{layout_of, unpack, Layout, Packing};
 use crate::port::Description;
-use crate::stream::Frame;
+use crate::stream::{Closed, Frame, FrameSource};
 
 /// How long one `acquire` call waits for a frame before letting the runtime look at Acquire.
 const POLL: Duration = Duration::from_millis(100);
@@ -162,7 +161,7 @@ pub struct AravisDriver {
     base: DriverBase,
     a: AravisParams,
     control: Option<Control>,
-    frames: Option<Receiver<Frame>>,
+    frames: Option<FrameSource>,
     /// The control thread's restart count this `frames` belongs to.
     restarts: u64,
     /// The last frame's block id, for counting the ids that never arrived.
@@ -318,9 +317,9 @@ impl Driver for AravisDriver {
         let Some(rx) = &self.frames else {
             return Err(DriverError::Finished);
         };
-        let frame = match rx.recv_timeout(POLL) {
-            Ok(f) => f,
-            Err(RecvTimeoutError::Timeout) => {
+        let frame = match rx.recv(POLL) {
+            Ok(Some(f)) => f,
+            Ok(None) => {
                 let connected = self
                     .control
                     .as_ref()
@@ -330,7 +329,7 @@ impl Driver for AravisDriver {
                 }
                 return Err(DriverError::NoFrame);
             }
-            Err(RecvTimeoutError::Disconnected) => {
+            Err(Closed) => {
                 let restarting = self.control.as_ref().is_some_and(|c| {
                     c.shared.restarting.load(Ordering::Acquire)
                         || c.shared.restarts.load(Ordering::Acquire) != self.restarts

@@ -1,26 +1,22 @@
-//! Acquisition: a ring of Aravis buffers, a receive thread that pops the completed ones and
-//! hands them out as [`Frame`]s through a bounded channel, and the stream's statistics.
+//! Acquisition: a ring of Aravis buffers whose completed ones the consumer pops itself as
+//! [`Frame`]s ([`FrameSource`]: no thread of ours between Aravis' stream thread and the
+//! driver, so a frame costs one wake-up), and the stream's statistics.
 //!
 //! A Frame owns its Aravis buffer (zero-copy) and pushes it back to the stream when dropped,
 //! so a consumer that keeps frames starves the ring and Aravis counts underruns — the loss
 //! shows in [`Stats`], not in a silent queue. Buffers that arrive failed (missing packets,
 //! timeout, size mismatch) are counted and pushed straight back, never handed out.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use aravis::glib::prelude::Cast;
 use aravis::glib::translate::ToGlibPtr;
 use aravis::prelude::*;
 use aravis::{Buffer, BufferPayloadType, BufferStatus, GvStream, GvStreamPacketResend};
-use crossbeam_channel::{bounded, Receiver, SendTimeoutError, Sender};
 
 use crate::camera::{Camera, CameraError};
-
-/// How long the receive thread waits for a buffer before looking at its stop flag.
-const TICK_US: u64 = 50_000;
 
 #[derive(Debug, Clone, Copy)]
 pub struct StreamOptions {
@@ -45,7 +41,7 @@ pub struct Stats {
     /// For a failed frame Aravis counts every packet it did not get, not only lost ones.
     pub missing_packets: u64,
     pub resent_packets: u64,
-    /// Buffers the receive thread returned without handing out (failed status or no image).
+    /// Buffers popped and pushed back without handing out (failed status or no image).
     pub rejected: u64,
 }
 
@@ -166,8 +162,8 @@ impl Frame {
 impl Drop for Frame {
     fn drop(&mut self) {
         if let Some(b) = self.buffer.take() {
-            if let Some(stream) = self.home.lock().as_ref() {
-                stream.push_buffer(b);
+            if let Some(stream) = self.home.read().as_ref() {
+                stream.push(b);
             }
         }
     }
@@ -198,24 +194,131 @@ fn image_range(buffer: &Buffer, capacity: usize) -> Option<(usize, usize)> {
 /// finalized late (when a plugin let go of its last frame) would cut off the stream opened
 /// after it. So the stream is dropped when [`Stream`] is, and later frames just free their
 /// buffer.
-type Home = Arc<parking_lot::Mutex<Option<aravis::Stream>>>;
+/// Pops and pushes share it (read lock); closing takes it (write lock), waiting for a pop in
+/// progress to return.
+type Home = Arc<parking_lot::RwLock<Option<QueueEnds>>>;
 
-/// An open stream: the ring, the receive thread and the frames it hands out.
+/// The two ends of an Aravis stream's buffer queues: the only calls made on a stream from
+/// several threads at once.
+struct QueueEnds(aravis::Stream);
+
+// SAFETY: through `&QueueEnds` only `arv_stream_timeout_pop_buffer`, `arv_stream_try_pop_buffer`,
+// `arv_stream_push_buffer` and `arv_stream_get_n_buffers` are called. Aravis implements them on
+// GAsyncQueues (its own stream thread pushes and pops them concurrently with the application),
+// which are safe to use from any number of threads at once; the GObject's reference count is
+// atomic. Exercised by the stream tests: buffers pushed back from reader threads while the
+// consumer pops.
+unsafe impl Sync for QueueEnds {}
+
+impl QueueEnds {
+    fn pop(&self, timeout_us: u64) -> Option<Buffer> {
+        self.0.timeout_pop_buffer(timeout_us)
+    }
+    fn try_pop(&self) -> Option<Buffer> {
+        self.0.try_pop_buffer()
+    }
+    fn push(&self, b: Buffer) {
+        self.0.push_buffer(b)
+    }
+    /// Buffers waiting for the camera.
+    fn free(&self) -> usize {
+        usize::try_from(self.0.n_buffers().0).unwrap_or(0)
+    }
+}
+
+/// Where a consumer takes completed frames from: Aravis' output queue, popped on the
+/// consumer's own thread. Cloneable; once the [`Stream`] is dropped it reports
+/// [`Closed`].
+#[derive(Clone)]
+pub struct FrameSource {
+    home: Home,
+    capacity: usize,
+    rejected: Arc<AtomicU64>,
+}
+
+/// The stream a [`FrameSource`] took frames from has been closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Closed;
+
+impl FrameSource {
+    /// The next completed frame, `Ok(None)` after `timeout`. Buffers that arrived failed (or
+    /// hold no image) are counted and pushed back on the way.
+    pub fn recv(&self, timeout: Duration) -> Result<Option<Frame>, Closed> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let us = u64::try_from(left.as_micros()).unwrap_or(u64::MAX).max(1);
+            match self.take(|s| s.pop(us))? {
+                Some(Taken::Frame(f)) => return Ok(Some(f)),
+                Some(Taken::Rejected) => {}
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// A completed frame if one is waiting.
+    pub fn try_recv(&self) -> Result<Option<Frame>, Closed> {
+        loop {
+            match self.take(|s| s.try_pop())? {
+                Some(Taken::Frame(f)) => return Ok(Some(f)),
+                Some(Taken::Rejected) => {}
+                None => return Ok(None),
+            }
+        }
+    }
+
+    fn take(
+        &self,
+        pop: impl FnOnce(&QueueEnds) -> Option<Buffer>,
+    ) -> Result<Option<Taken>, Closed> {
+        let guard = self.home.read();
+        let stream = guard.as_ref().ok_or(Closed)?;
+        let Some(buffer) = pop(stream) else {
+            return Ok(None);
+        };
+        let range = match buffer.status() {
+            BufferStatus::Success => image_range(&buffer, self.capacity),
+            _ => None,
+        };
+        let Some((offset, len)) = range else {
+            self.rejected.fetch_add(1, Ordering::Relaxed);
+            stream.push(buffer);
+            return Ok(Some(Taken::Rejected));
+        };
+        Ok(Some(Taken::Frame(Frame {
+            width: u32::try_from(buffer.image_width()).unwrap_or(0),
+            height: u32::try_from(buffer.image_height()).unwrap_or(0),
+            pixel_format: buffer.image_pixel_format().raw(),
+            frame_id: buffer.frame_id(),
+            timestamp_ns: buffer.timestamp(),
+            system_timestamp_ns: buffer.system_timestamp(),
+            status: FrameStatus::Success,
+            ring_free: stream.free(),
+            offset,
+            len,
+            buffer: Some(buffer),
+            home: self.home.clone(),
+        })))
+    }
+}
+
+enum Taken {
+    Frame(Frame),
+    Rejected,
+}
+
+/// An open stream: the ring and where its frames are taken from.
 pub struct Stream {
     camera: aravis::Camera,
     stream: aravis::Stream,
-    home: Home,
-    frames: Receiver<Frame>,
-    stop: Arc<AtomicBool>,
-    rejected: Arc<AtomicU64>,
-    thread: Option<JoinHandle<()>>,
+    source: FrameSource,
     payload: usize,
     acquiring: bool,
 }
 
 impl Stream {
-    /// Creates the camera's stream with `n_buffers` buffers of its current PayloadSize and
-    /// starts the receive thread. Acquisition itself starts with [`Stream::start`].
+    /// Creates the camera's stream with `n_buffers` buffers of its current PayloadSize.
+    /// Acquisition itself starts with [`Stream::start`].
     pub fn open(camera: &Camera, options: StreamOptions) -> Result<Stream, CameraError> {
         let payload = camera.payload_size()?;
         if payload == 0 {
@@ -231,27 +334,15 @@ impl Stream {
         for _ in 0..n {
             stream.push_buffer(Buffer::new_allocate(payload));
         }
-        // At most `n` frames exist, so a channel of `n` never makes the thread wait.
-        let (tx, rx) = bounded(n);
-        let stop = Arc::new(AtomicBool::new(false));
-        let rejected = Arc::new(AtomicU64::new(0));
-        let home: Home = Arc::new(parking_lot::Mutex::new(Some(stream.clone())));
-        let thread = {
-            let (stream, stop, rejected) = (stream.clone(), stop.clone(), rejected.clone());
-            let home = home.clone();
-            std::thread::Builder::new()
-                .name("ndflow-aravis-rx".into())
-                .spawn(move || receive(&stream, &home, payload, &tx, &stop, &rejected))
-                .map_err(|e| CameraError::Stream(format!("starting the receive thread: {e}")))?
+        let source = FrameSource {
+            home: Arc::new(parking_lot::RwLock::new(Some(QueueEnds(stream.clone())))),
+            capacity: payload,
+            rejected: Arc::new(AtomicU64::new(0)),
         };
         Ok(Stream {
             camera: camera.cam.clone(),
             stream,
-            home,
-            frames: rx,
-            stop,
-            rejected,
-            thread: Some(thread),
+            source,
             payload,
             acquiring: false,
         })
@@ -271,7 +362,7 @@ impl Stream {
         Ok(())
     }
 
-    /// AcquisitionStop. Frames already received stay in the channel.
+    /// AcquisitionStop. Frames already completed stay in the output queue.
     pub fn stop(&mut self) -> Result<(), CameraError> {
         self.acquiring = false;
         self.camera
@@ -281,16 +372,16 @@ impl Stream {
 
     /// The next frame, or `None` after `timeout`.
     pub fn recv(&self, timeout: Duration) -> Option<Frame> {
-        self.frames.recv_timeout(timeout).ok()
+        self.source.recv(timeout).ok().flatten()
     }
 
     pub fn try_recv(&self) -> Option<Frame> {
-        self.frames.try_recv().ok()
+        self.source.try_recv().ok().flatten()
     }
 
-    /// The channel itself, for `select!` with other sources.
-    pub fn frames(&self) -> &Receiver<Frame> {
-        &self.frames
+    /// Where another thread takes the frames from (the driver's).
+    pub fn frames(&self) -> FrameSource {
+        self.source.clone()
     }
 
     pub fn statistics(&self) -> Stats {
@@ -302,7 +393,7 @@ impl Stream {
             underruns,
             missing_packets,
             resent_packets,
-            rejected: self.rejected.load(Ordering::Relaxed),
+            rejected: self.source.rejected.load(Ordering::Relaxed),
         }
     }
 
@@ -361,63 +452,11 @@ impl Drop for Stream {
         if self.acquiring {
             let _ = self.camera.stop_acquisition();
         }
-        self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        // Frames still held no longer return to the ring (see [`Home`]): the stream is
-        // finalized when this value's own reference drops, now, before a new one can open.
-        // Not `arv_stream_stop_thread`: finalize stops the thread itself and complains when
-        // it is already stopped.
-        self.home.lock().take();
-    }
-}
-
-fn receive(
-    stream: &aravis::Stream,
-    home: &Home,
-    capacity: usize,
-    tx: &Sender<Frame>,
-    stop: &AtomicBool,
-    rejected: &AtomicU64,
-) {
-    while !stop.load(Ordering::Acquire) {
-        let Some(buffer) = stream.timeout_pop_buffer(TICK_US) else {
-            continue;
-        };
-        let range = match buffer.status() {
-            BufferStatus::Success => image_range(&buffer, capacity),
-            _ => None,
-        };
-        let Some((offset, len)) = range else {
-            rejected.fetch_add(1, Ordering::Relaxed);
-            stream.push_buffer(buffer);
-            continue;
-        };
-        let mut frame = Frame {
-            width: u32::try_from(buffer.image_width()).unwrap_or(0),
-            height: u32::try_from(buffer.image_height()).unwrap_or(0),
-            pixel_format: buffer.image_pixel_format().raw(),
-            frame_id: buffer.frame_id(),
-            timestamp_ns: buffer.timestamp(),
-            system_timestamp_ns: buffer.system_timestamp(),
-            status: FrameStatus::Success,
-            ring_free: usize::try_from(stream.n_buffers().0).unwrap_or(0),
-            offset,
-            len,
-            buffer: Some(buffer),
-            home: home.clone(),
-        };
-        loop {
-            match tx.send_timeout(frame, Duration::from_micros(TICK_US)) {
-                Ok(()) => break,
-                Err(SendTimeoutError::Timeout(back)) if !stop.load(Ordering::Acquire) => {
-                    frame = back
-                }
-                // Stopped or nobody listening: dropping the frame returns its buffer.
-                Err(_) => return,
-            }
-        }
+        // Frames still held no longer return to the ring (see [`Home`]) and sources report
+        // Closed: the stream is finalized when this value's own reference drops, now, before
+        // a new one can open. Not `arv_stream_stop_thread`: finalize stops Aravis' thread
+        // itself and complains when it is already stopped.
+        self.source.home.write().take();
     }
 }
 
