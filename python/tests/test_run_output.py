@@ -208,6 +208,43 @@ def test_log_level_pv_changes_the_filter_while_running(ioc):
     assert "AcquireTime = 0.004" not in ioc.text()
 
 
+def test_server_counters_are_pvs(ioc):
+    """$(P)NDFLOW:Pva*/Ca* count connections, channels and bad input, refreshed each second."""
+    ioc.wait_served()
+    ctx = ioc.ctx
+    # Garbage at the pvAccess port: a header with a bad magic byte closes that connection.
+    import socket
+    with socket.create_connection(("127.0.0.1", ioc.ioc.tcp_port), timeout=5) as s:
+        s.sendall(bytes([0x00, 0x02, 0x00, 0x01, 0, 0, 0, 4, 1, 2, 3, 4]))
+        s.settimeout(5)
+        try:
+            while s.recv(4096):
+                pass
+        except OSError:
+            pass
+    deadline = time.time() + 10
+    while time.time() < deadline and ctx.get(P + "NDFLOW:PvaMalformed") < 1:
+        time.sleep(0.2)
+    assert ctx.get(P + "NDFLOW:PvaMalformed") >= 1
+    assert ctx.get(P + "NDFLOW:PvaConnections") >= 1
+    assert ctx.get(P + "NDFLOW:PvaChannels") >= 1
+    # A Channel Access client sees itself counted.
+    out = ca_client(
+        ioc,
+        """
+        import time
+        pv = epics.PV(P + "NDFLOW:CaConnections")
+        pv.wait_for_connection(timeout=5)
+        time.sleep(1.5)
+        out["ca_connections"] = pv.get(use_monitor=False)
+        out["ca_channels"] = epics.caget(P + "NDFLOW:CaChannels", use_monitor=False)
+        out["partial"] = epics.caget(P + "NDFLOW:CaPartialTimeouts")
+        """,
+    )
+    assert out["ca_connections"] >= 1 and out["ca_channels"] >= 1, out
+    assert out["partial"] == 0, out
+
+
 @pytest.mark.parametrize("status", [False, True])
 def test_status_line_only_on_a_terminal_or_with_status(ndflow_bin, tmp_path, status):
     cfg = tmp_path / "ioc.toml"

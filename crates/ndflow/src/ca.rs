@@ -45,6 +45,11 @@ impl CaService {
         })
     }
 
+    /// The running server (its counters).
+    pub fn server(&self) -> Option<&Server> {
+        self.server.as_ref()
+    }
+
     /// "Channel Access: N PVs on tcp 127.0.0.1:5064, udp 127.0.0.1:5064".
     pub fn describe(&self) -> String {
         match &self.server {

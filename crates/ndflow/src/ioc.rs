@@ -95,6 +95,7 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
             .to_string()
         })?;
     }
+    let ioc_port = logging::ioc_port(opts.log.as_ref());
     let servers = serve::serve_with(
         &graph,
         images,
@@ -106,7 +107,7 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
             access: cfg.access.clone(),
             listen: opts.listen.clone().or_else(|| cfg.listen.clone()),
         },
-        &[logging::ioc_port(opts.log.as_ref())],
+        std::slice::from_ref(&ioc_port),
     )?;
     // A second Ctrl-C (or SIGTERM, SIGHUP) while stopping exits at once. The first wakes the
     // loop below, as does the start or end of an acquisition; otherwise it sleeps a second
@@ -133,6 +134,7 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     };
     loop {
         let _ = stop_rx.recv_timeout(tick);
+        crate::server_stats::update(&ioc_port.store, &servers);
         if STOP.load(Ordering::SeqCst) {
             status.say(&[
                 "stopping: acquisition off, draining plugins (Ctrl-C again to quit now)".into(),

@@ -27,5 +27,6 @@ pub mod pvdir;
 pub mod reference;
 pub mod registry;
 pub mod serve;
+pub mod server_stats;
 pub mod status;
 pub mod vds;

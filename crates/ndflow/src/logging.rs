@@ -66,10 +66,14 @@ pub fn level_index(filter: &str) -> usize {
     }
 }
 
-/// The IOC's own parameter store, served as `$(P)NDFLOW:…`. With `log`, `LogLevel` starts at
+/// The IOC's own parameter store, served as `$(P)NDFLOW:…` (with the servers' counters,
+/// [`crate::server_stats`]). With `log`, `LogLevel` starts at
 /// the level of its initial filter and installs the filter of each value written to it.
 pub fn ioc_port(log: Option<&LogControl>) -> IocPort {
-    let store = Arc::new(ParamStore::new(&[IOC_PARAMS]));
+    let store = Arc::new(ParamStore::new(&[
+        IOC_PARAMS,
+        crate::server_stats::SERVER_STATS,
+    ]));
     if let Some(log) = log {
         let idx = store.index("LogLevel");
         if let Some(idx) = idx {

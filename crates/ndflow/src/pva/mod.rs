@@ -82,6 +82,11 @@ impl PvaService {
     pub fn provider(&self) -> &PvaProvider {
         &self.provider
     }
+
+    /// The running server (its counters).
+    pub fn server(&self) -> Option<&Server> {
+        self.server.as_ref()
+    }
 }
 
 impl Drop for PvaService {
