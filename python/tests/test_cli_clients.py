@@ -145,6 +145,14 @@ def test_ca_put_enum_by_string_and_index_and_text(ndflow_bin, ioc):
     p = cli(ndflow_bin, ioc, "ca", "put", P + "cam1:SizeX", "-5")
     assert p.returncode != 0 and P + "cam1:SizeX" in p.stderr, p.stderr
     assert ioc.ctx.get(P + "cam1:SizeX_RBV") == 64
+    # A negative value is a value, not an option, over pvAccess too.
+    p = cli(ndflow_bin, ioc, "pv", "put", P + "cam1:SizeX", "-5")
+    assert p.returncode != 0 and "unexpected argument" not in p.stderr, p.stderr
+    assert P + "cam1:SizeX" in p.stderr, p.stderr
+    gain = ioc.ctx.get(P + "cam1:Gain_RBV")
+    ok(cli(ndflow_bin, ioc, "pv", "put", P + "cam1:Gain", "-1.5"))
+    assert ioc.ctx.get(P + "cam1:Gain_RBV") == -1.5
+    ok(cli(ndflow_bin, ioc, "pv", "put", P + "cam1:Gain", str(float(gain))))
 
 
 def test_ca_put_wait_then_arrays_with_n(ndflow_bin, ioc):

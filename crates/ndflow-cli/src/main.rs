@@ -167,6 +167,8 @@ enum PvCmd {
     /// Write a value (a number, or text such as an enum's choice).
     Put {
         name: String,
+        /// The value; a negative number is a value, not an option (`ndflow pv put X -1.5`).
+        #[arg(allow_hyphen_values = true)]
         value: String,
         #[arg(long, default_value_t = 5.0)]
         timeout: f64,
@@ -174,6 +176,7 @@ enum PvCmd {
     /// Wait until a PV reads VALUE (as `get` prints it, or the same number).
     Wait {
         name: String,
+        #[arg(allow_hyphen_values = true)]
         value: String,
         #[arg(long, default_value_t = 30.0)]
         timeout: f64,
