@@ -122,8 +122,9 @@ impl Message {
     }
 }
 
-/// The most a message's buffer grows ahead of the bytes that have arrived.
-const READ_STEP: usize = 1 << 20;
+/// A message's buffer grows by at most what has arrived, or this when less has: a peer that
+/// claims a huge message costs what it sends, and a real one takes O(n) copies to read.
+const READ_STEP: usize = 64 * 1024;
 
 /// Reads framed messages from a stream. Not cancel-safe: dropping a pending [`Self::next`] loses
 /// a partly read message, which is fine only when the connection is being abandoned.
@@ -267,10 +268,9 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
         Ok(Some(Header::decode(&hb)?))
     }
 
-    /// Append exactly `len` bytes to `buf`. The buffer grows as data arrives, a step of at most
-    /// [`READ_STEP`] ahead of it (a peer announcing a huge message it never sends costs it the
-    /// bytes it sends, not the size it claims) and large reads go straight from the socket into
-    /// it.
+    /// Append exactly `len` bytes to `buf`. The buffer grows as data arrives, at most doubling
+    /// ([`READ_STEP`] at first): a peer announcing a huge message it never sends costs the bytes
+    /// it sends, not the size it claims. Large reads go straight from the socket into it.
     async fn read_into(&mut self, buf: &mut Vec<u8>, len: usize) -> Result<(), TransportError> {
         let target = buf.len() + len;
         // The mark never exceeds what is left of this message, so the peer always sends
@@ -287,7 +287,7 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
                         mark = want;
                     }
                 }
-                buf.reserve(left.min(READ_STEP));
+                buf.reserve(left.min(buf.len().max(READ_STEP)));
                 let n = (&mut self.r).take(left as u64).read_buf(buf).await?;
                 if n == 0 {
                     return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());

@@ -26,8 +26,8 @@ use crate::header::Header;
 
 /// Room for a message header and a DBR prefix beyond EPICS_CA_MAX_ARRAY_BYTES.
 const HEADROOM: usize = 4096;
-/// The most one read adds to the buffer (a large message is read in steps of this).
-const READ_STEP: usize = 256 * 1024;
+/// The room a read may always ask for, however little has arrived.
+const MIN_STEP: usize = 16 * 1024;
 
 pub(crate) async fn run(
     stream: TcpStream,
@@ -68,7 +68,10 @@ pub(crate) async fn run(
             let Some((h, hlen)) = parsed else { break };
             let total = hlen + h.payload_size as usize;
             if buf.len() - start < total {
-                buf.reserve((total - (buf.len() - start)).min(READ_STEP));
+                // Room for at most as much again as has arrived: a large message costs its
+                // sender what it sends, and still takes O(n) copies to read.
+                let step = (total - (buf.len() - start)).min(buf.len().max(MIN_STEP));
+                buf.reserve(step);
                 break;
             }
             let payload = &buf[start + hlen..start + total];
