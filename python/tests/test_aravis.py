@@ -17,6 +17,7 @@ import textwrap
 import time
 
 import pytest
+from netns import Netns
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RECORDS = json.loads((pathlib.Path(__file__).parent / "data" / "ad_records.json").read_text())
@@ -37,45 +38,6 @@ def client_env():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EPICS_", "PVXS_"))}
     env.update(EPICS_PVA_ADDR_LIST="127.0.0.1", EPICS_PVA_AUTO_ADDR_LIST="NO")
     return env
-
-
-class Netns:
-    """A namespace with only lo up; what was started in it is killed (by PID) on exit."""
-
-    def __init__(self):
-        self.name = f"ndflarv{os.getpid() % 100000}"
-        self.procs = []
-
-    def __enter__(self):
-        r = subprocess.run(["ip", "netns", "add", self.name], capture_output=True, text=True)
-        if r.returncode != 0:
-            pytest.skip(f"network namespaces are not permitted here: {r.stderr.strip()}")
-        subprocess.run(["ip", "-n", self.name, "link", "set", "lo", "up"], check=True)
-        return self
-
-    def __exit__(self, *exc):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait(timeout=10)
-        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
-
-    def start(self, args, log):
-        f = open(log, "w")
-        p = subprocess.Popen(["ip", "netns", "exec", self.name, *map(str, args)],
-                             stdout=f, stderr=subprocess.STDOUT, env=client_env())
-        self.procs.append(p)
-        return p
-
-    def stop(self, p):
-        p.kill()
-        p.wait(timeout=10)
-
-    def python(self, script, *args, timeout=120):
-        r = subprocess.run(["ip", "netns", "exec", self.name, sys.executable, "-c", script, *args],
-                           capture_output=True, text=True, timeout=timeout, env=client_env())
-        assert r.returncode == 0, f"client failed:\n{r.stdout}\n{r.stderr}"
-        return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 CONFIG = f"""
@@ -217,7 +179,7 @@ def test_fake_camera_end_to_end(ndflow_bin, tmp_path):
     why = cannot_run()
     if why:
         pytest.skip(why)
-    with Netns() as ns:
+    with Netns(env=client_env()) as ns:
         ns.start([FAKE, "-i", "127.0.0.1"], tmp_path / "fake.log")
         time.sleep(0.5)
         start_ioc(ns, ndflow_bin, tmp_path)
@@ -253,7 +215,7 @@ def test_camera_absent_at_start_then_started(ndflow_bin, tmp_path):
     why = cannot_run()
     if why:
         pytest.skip(why)
-    with Netns() as ns:
+    with Netns(env=client_env()) as ns:
         start_ioc(ns, ndflow_bin, tmp_path)
         before = ns.python(CONNECT, P, "0", "10", "not connected")
         assert before["connect"] == 0, before
@@ -443,7 +405,7 @@ def test_gc_features_restart_loss_and_a_camera_that_dies(ndflow_bin, tmp_path):
     why = cannot_run()
     if why:
         pytest.skip(why)
-    with Netns() as ns:
+    with Netns(env=client_env()) as ns:
         fake = ns.start([FAKE, "-i", "127.0.0.1"], tmp_path / "fake.log")
         time.sleep(0.5)
         features = fake_features(ns, tmp_path)

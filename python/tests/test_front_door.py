@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from netns import Netns
 
 import netenv
 
@@ -31,49 +32,6 @@ def bare_env(**extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EPICS_", "PVXS_"))}
     env.update(extra)
     return env
-
-
-class Netns:
-    """A network namespace of this test, deleted (with what runs in it) on exit."""
-
-    serial = 0
-
-    def __init__(self):
-        Netns.serial += 1
-        self.name = f"ndfl{os.getpid() % 100000}x{Netns.serial}"
-        self.procs = []
-
-    def __enter__(self):
-        r = subprocess.run(["ip", "netns", "add", self.name], capture_output=True, text=True)
-        if r.returncode != 0:
-            pytest.skip(f"network namespaces are not permitted here: ip netns add: {r.stderr.strip()}")
-        self.ip("link", "set", "lo", "up")
-        return self
-
-    def __exit__(self, *exc):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait(timeout=10)
-        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
-
-    def ip(self, *args):
-        subprocess.run(["ip", "-n", self.name, *args], check=True, capture_output=True)
-
-    def cmd(self, args):
-        return ["ip", "netns", "exec", self.name, *[str(a) for a in args]]
-
-    def run(self, args, env, timeout=30):
-        return subprocess.run(self.cmd(args), env=env, capture_output=True, text=True, timeout=timeout)
-
-    def lan(self, cidr="10.251.0.1/24"):
-        """A LAN interface (veth, both ends here) with a broadcast address and the default
-        route, as a host on a network has: clients' automatic lists broadcast on it."""
-        self.ip("link", "add", "v0", "type", "veth", "peer", "name", "v1")
-        self.ip("addr", "add", cidr, "brd", "+", "dev", "v0")
-        self.ip("link", "set", "v0", "up")
-        self.ip("link", "set", "v1", "up")
-        self.ip("route", "add", "default", "dev", "v0")
 
 
 def connect_hosts(a, b, addr_a="10.251.0.1/24", addr_b="10.251.0.2/24"):
