@@ -114,11 +114,6 @@ pub fn describe(source: &Source, xml_file: Option<&Path>) -> Result<Description,
     }
 }
 
-/// The entries of the camera-filled menus, if the camera answers now (see [`describe`]).
-pub fn probe_menus(source: &Source) -> Menus {
-    probe(source).map(|(m, _)| m).unwrap_or_default()
-}
-
 fn build(a: &PortArgs<'_>) -> Result<Built, String> {
     let source = match a.string("CameraId")? {
         None => Source::Unset,
