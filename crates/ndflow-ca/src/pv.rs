@@ -184,6 +184,24 @@ impl CaPv {
         });
     }
 
+    /// Store `value` with its alarm (timestamp = now) in one update: monitors see the value
+    /// and its severity together, and DBE_ALARM subscribers only when the alarm changed.
+    pub fn post_with_alarm(&self, value: CaValue, status: u16, severity: u16) {
+        let t = SystemTime::now();
+        self.update_with(|s| {
+            let mut events = DBE_VALUE | DBE_LOG;
+            if (s.status, s.severity) != (status, severity) {
+                events |= DBE_ALARM;
+            }
+            s.value = value;
+            s.time = t;
+            s.wire = OnceLock::new();
+            s.status = status;
+            s.severity = severity;
+            events
+        });
+    }
+
     /// Set the alarm status and severity (notifies DBE_ALARM subscribers when it changes).
     pub fn set_alarm(&self, status: u16, severity: u16) {
         self.update(DBE_ALARM, |s| {
@@ -254,13 +272,21 @@ impl CaPv {
     }
 
     fn update(&self, events: u16, f: impl FnOnce(&mut Snapshot)) {
+        self.update_with(|s| {
+            f(s);
+            events
+        });
+    }
+
+    /// [`Self::update`] where the change decides which events it is.
+    fn update_with(&self, f: impl FnOnce(&mut Snapshot) -> u16) {
         let ws = self.inner.watchers.lock();
-        let snap = {
+        let (snap, events) = {
             let mut st = self.inner.state.lock();
             let mut s = Snapshot::clone(&st);
-            f(&mut s);
+            let events = f(&mut s);
             *st = Arc::new(s);
-            Arc::clone(&st)
+            (Arc::clone(&st), events)
         };
         for w in ws.iter() {
             if let Some(w) = w.upgrade() {
@@ -393,6 +419,28 @@ mod tests {
             &(Arc::new(Count(AtomicU16::new(0))) as Arc<dyn Watcher>),
         ));
         assert_eq!(pv.inner.watchers.lock().len(), 1);
+    }
+
+    #[test]
+    fn post_with_alarm_adds_alarm_events_only_on_change() {
+        let pv = CaPv::new(PvMeta::scalar(NativeType::Long), CaValue::Long(vec![0]));
+        let w = Arc::new(Count(AtomicU16::new(0)));
+        let dyn_w: Arc<dyn Watcher> = w.clone();
+        pv.watch(Arc::downgrade(&dyn_w));
+        pv.post_with_alarm(CaValue::Long(vec![1]), 7, 2);
+        assert_eq!(
+            w.0.swap(0, Ordering::Relaxed),
+            DBE_VALUE | DBE_LOG | DBE_ALARM
+        );
+        assert_eq!((pv.get().1, pv.get().2), (7, 2));
+        pv.post_with_alarm(CaValue::Long(vec![2]), 7, 2);
+        assert_eq!(w.0.swap(0, Ordering::Relaxed), DBE_VALUE | DBE_LOG);
+        pv.post_with_alarm(CaValue::Long(vec![0]), 0, 0);
+        assert_eq!(
+            w.0.swap(0, Ordering::Relaxed),
+            DBE_VALUE | DBE_LOG | DBE_ALARM
+        );
+        assert_eq!(pv.get(), (CaValue::Long(vec![0]), 0, 0, pv.get().3));
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //! Trade-off: attributes are a plain `Vec` cloned with the metadata. Frames carry a handful
 //! of attributes, so this is cheaper than a shared list with a lock (areaDetector's choice).
 
+pub mod alarm;
 mod aligned;
 mod attribute;
 pub mod calendar;
@@ -27,6 +28,7 @@ mod ndarray;
 pub mod param;
 mod pool;
 
+pub use alarm::{Alarm, AlarmRule, AlarmStatus, Levels, Severity};
 pub use aligned::{AlignedBuf, HUGE_PAGE};
 pub use attribute::{AttrValue, NDAttribute, SourceType};
 pub use datatype::{convert_slice, DataType, Pixel};

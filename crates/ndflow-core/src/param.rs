@@ -18,6 +18,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use thiserror::Error;
 
+use crate::alarm::{AlarmRule, Levels, Severity};
 use crate::handle::ParamLayout;
 use crate::{Buffer, DataType};
 
@@ -113,6 +114,8 @@ pub struct ParamDef {
     /// Replaces an earlier table's declaration of the same name (a later template overriding
     /// an earlier one's record, as simDetector.template does NDArrayBase's ColorMode).
     pub overrides: bool,
+    /// When its records alarm ([`crate::alarm`]).
+    pub alarm: AlarmRule,
 }
 
 impl ParamDef {
@@ -129,6 +132,7 @@ impl ParamDef {
             readback_choices: None,
             menu_values: None,
             overrides: false,
+            alarm: AlarmRule::None,
         }
     }
     pub const fn int32(name: &'static str, default: i32) -> ParamDef {
@@ -189,6 +193,32 @@ impl ParamDef {
     /// The values the menu entries stand for (see [`ParamDef::menu_values`]).
     pub const fn menu_values(mut self, values: &'static [i64]) -> ParamDef {
         self.menu_values = Some(values);
+        self
+    }
+    /// The severity of each menu entry on the readback (a bi's ZSV/OSV, an mbbi's ZRSV…).
+    pub const fn alarm_states(mut self, severities: &'static [Severity]) -> ParamDef {
+        self.alarm = AlarmRule::States {
+            severities,
+            outputs: false,
+        };
+        self
+    }
+    /// [`Self::alarm_states`] on the setpoint record too (a bo's ZSV/OSV).
+    pub const fn alarm_states_both(mut self, severities: &'static [Severity]) -> ParamDef {
+        self.alarm = AlarmRule::States {
+            severities,
+            outputs: true,
+        };
+        self
+    }
+    /// Level alarms whose limits are fractions of another parameter of the port.
+    pub const fn alarm_levels(mut self, levels: Levels) -> ParamDef {
+        self.alarm = AlarmRule::Levels(levels);
+        self
+    }
+    /// Any non-zero value alarms with `severity` (counts of lost frames).
+    pub const fn alarm_non_zero(mut self, severity: Severity) -> ParamDef {
+        self.alarm = AlarmRule::NonZero(severity);
         self
     }
     /// This declaration replaces an earlier table's of the same name.

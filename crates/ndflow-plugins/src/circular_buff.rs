@@ -25,6 +25,7 @@
 
 pub mod calc;
 
+use ndflow_core::alarm::sev::{MINOR, NO};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -41,6 +42,7 @@ use ndflow_runtime::{Built, PortType};
 ndflow_core::params! {
     pub const CIRCULAR_BUFF_PARAMS, pub struct CircularBuffParams {
         capture: enumeration("Capture", &["Done", "Capture"], 0)
+            .alarm_states_both(&[NO, MINOR])
             .busy()
             .readback_choices(&["Done", "Capturing"])
             .doc("Start (ring fills, triggers armed) or stop capturing; completes when capture ends"),
@@ -74,6 +76,7 @@ ndflow_core::params! {
             .read_only()
             .doc("Frames sent since the trigger"),
         trigger: enumeration("Trigger", &["Done", "Trigger"], 0)
+            .alarm_states_both(&[NO, MINOR])
             .busy()
             .readback_choices(&["Done", "Triggered"])
             .doc("Soft trigger; reads Triggered until the trigger's post frames are out"),

@@ -16,6 +16,7 @@
 //! | LZ4HDF5 | `lz4hdf5` | the HDF5/Dectris LZ4 framing (LZ4HDF5BlockSize) |
 //! | BSLZ4 | `bslz4` | bitshuffle + LZ4 blocks, areaDetector's framing (no header) |
 
+use ndflow_core::alarm::sev::{MAJOR, MINOR, NO};
 use std::sync::Arc;
 
 use ndflow_codec::blosc::{BloscCompressor, BloscParams, BloscShuffle};
@@ -57,6 +58,7 @@ ndflow_core::params! {
             .min(0.0)
             .doc("LZ4HDF5 block size in bytes (0 = one block per frame)"),
         codec_status: enumeration("CodecStatus", &["Success", "Warning", "Error"], 0)
+            .alarm_states(&[NO, MINOR, MAJOR])
             .read_only_plain()
             .doc("Result of the last frame"),
         codec_error: string("CodecError", "")

@@ -23,6 +23,7 @@
 mod shapes;
 pub mod timefmt;
 
+use ndflow_core::alarm::sev::{MINOR, NO};
 use std::sync::Arc;
 
 use ndflow_core::handle::join;
@@ -52,7 +53,9 @@ ndflow_core::params! {
     /// NDOverlayN's records once per overlay, prefixed `N:`.
     pub const OVERLAY_N_PARAMS: [pub struct OverlayNParams; "1", "2", "3", "4", "5", "6", "7", "8"] {
         name: string("Name", "").doc("Label of this overlay"),
-        use_: yes_no("Use", 0).doc("Draw this overlay"),
+        use_: yes_no("Use", 0)
+            .alarm_states(&[NO, MINOR])
+            .doc("Draw this overlay"),
         position_x_link: int32("PositionXLink", 0).doc("Copied to PositionX"),
         position_x: int32("PositionX", 0).doc("Left edge (pixels)"),
         position_y_link: int32("PositionYLink", 0).doc("Copied to PositionY"),

@@ -22,6 +22,7 @@
 //! used (ADCore waits for one more frame); a frame without the IDName attribute stops the
 //! run and is counted as an error with the attribute's name.
 
+use ndflow_core::alarm::sev::{MAJOR, NO};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -39,6 +40,7 @@ ndflow_core::params! {
             .long_string()
             .doc("Position XML file, or the XML text itself; each write appends its positions"),
         file_valid: enumeration("FileValid", &["No", "Yes"], 0)
+            .alarm_states(&[MAJOR, NO])
             .read_only()
             .doc("Whether the last Filename write loaded"),
         running: enumeration("Running", &["Idle", "Running"], 0)

@@ -26,6 +26,7 @@
 
 mod kernel;
 
+use ndflow_core::alarm::sev::{MINOR, NO};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -61,24 +62,36 @@ ndflow_core::params! {
     /// NDPluginProcess's own parameters (NDProcess.template names and enum strings).
     pub const PROCESS_PARAMS, pub struct ProcessParams {
         save_background: yes_no("SaveBackground", 0).doc("Write 1 to save the last output array as the background"),
-        enable_background: enable("EnableBackground", 0).doc("Subtract the saved background"),
+        enable_background: enable("EnableBackground", 0)
+            .alarm_states(&[NO, MINOR])
+            .doc("Subtract the saved background"),
         valid_background: enumeration("ValidBackground", VALID, 0).read_only().doc("A background of this frame's shape is saved"),
         save_flat_field: yes_no("SaveFlatField", 0).doc("Write 1 to save the last output array as the flat field"),
-        enable_flat_field: enable("EnableFlatField", 0).doc("Divide by the saved flat field (times ScaleFlatField)"),
+        enable_flat_field: enable("EnableFlatField", 0)
+            .alarm_states(&[NO, MINOR])
+            .doc("Divide by the saved flat field (times ScaleFlatField)"),
         valid_flat_field: enumeration("ValidFlatField", VALID, 0).read_only().doc("A flat field of this frame's shape is saved"),
         scale_flat_field: float64("ScaleFlatField", 255.0).doc("Factor applied after dividing by the flat field"),
-        enable_offset_scale: enable("EnableOffsetScale", 0).doc("Apply (x + Offset) * Scale"),
+        enable_offset_scale: enable("EnableOffsetScale", 0)
+            .alarm_states(&[NO, MINOR])
+            .doc("Apply (x + Offset) * Scale"),
         auto_offset_scale: enumeration("AutoOffsetScale", &["Done", "Calculating"], 0).doc("Write 1: set Offset/Scale/clipping from the next frame's min/max to span the output type"),
         offset: float64("Offset", 0.0).doc("Offset added before scaling"),
         scale: float64("Scale", 1.0).doc("Scale factor"),
-        enable_low_clip: enable("EnableLowClip", 0).doc("Replace values below LowClipThresh"),
+        enable_low_clip: enable("EnableLowClip", 0)
+            .alarm_states(&[NO, MINOR])
+            .doc("Replace values below LowClipThresh"),
         low_clip_thresh: float64("LowClipThresh", 0.0).doc("Low clipping threshold"),
         low_clip_value: float64("LowClipValue", 0.0).doc("Replacement for values below LowClipThresh"),
-        enable_high_clip: enable("EnableHighClip", 0).doc("Replace values above HighClipThresh"),
+        enable_high_clip: enable("EnableHighClip", 0)
+            .alarm_states(&[NO, MINOR])
+            .doc("Replace values above HighClipThresh"),
         high_clip_thresh: float64("HighClipThresh", 100.0).doc("High clipping threshold"),
         high_clip_value: float64("HighClipValue", 100.0).doc("Replacement for values above HighClipThresh"),
         data_type_out: enumeration("DataTypeOut", DATA_TYPE_OUT_CHOICES, DATA_TYPE_AUTOMATIC).doc("Output data type (Automatic = input type)"),
-        enable_filter: enable("EnableFilter", 0).doc("Apply the recursive filter"),
+        enable_filter: enable("EnableFilter", 0)
+            .alarm_states(&[NO, MINOR])
+            .doc("Apply the recursive filter"),
         reset_filter: yes_no("ResetFilter", 0).doc("Write 1 to reset the filter on the next frame"),
         auto_reset_filter: yes_no("AutoResetFilter", 0).doc("Reset the filter after NumFilter frames"),
         filter_callbacks: enumeration("FilterCallbacks", &["Every array", "Array N only"], 0).doc("Emit every frame, or only when NumFiltered = NumFilter"),

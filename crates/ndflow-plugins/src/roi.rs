@@ -23,6 +23,7 @@
 
 mod kernel;
 
+use ndflow_core::alarm::sev::{MINOR, NO};
 use std::sync::Arc;
 
 use ndflow_core::handle::{Flag, Int, Param};
@@ -71,9 +72,15 @@ ndflow_core::params! {
         reverse_x: yes_no("ReverseX", 0).doc("Reverse the region in X"),
         reverse_y: yes_no("ReverseY", 0).doc("Reverse the region in Y"),
         reverse_z: yes_no("ReverseZ", 0).doc("Reverse the region in Z"),
-        enable_x: enable("EnableX", 1).doc("Disable: take the whole input in X"),
-        enable_y: enable("EnableY", 1).doc("Disable: take the whole input in Y"),
-        enable_z: enable("EnableZ", 1).doc("Disable: take the whole input in Z"),
+        enable_x: enable("EnableX", 1)
+            .alarm_states(&[NO, MINOR])
+            .doc("Disable: take the whole input in X"),
+        enable_y: enable("EnableY", 1)
+            .alarm_states(&[NO, MINOR])
+            .doc("Disable: take the whole input in Y"),
+        enable_z: enable("EnableZ", 1)
+            .alarm_states(&[NO, MINOR])
+            .doc("Disable: take the whole input in Z"),
         auto_size_x: yes_no("AutoSizeX", 0).doc("Yes: SizeX = input size - MinX"),
         auto_size_y: yes_no("AutoSizeY", 0).doc("Yes: SizeY = input size - MinY"),
         auto_size_z: yes_no("AutoSizeZ", 0).doc("Yes: SizeZ = input size - MinZ"),
@@ -88,10 +95,14 @@ ndflow_core::params! {
             .doc("Input size in Z"),
         data_type_out: enumeration("DataTypeOut", DATA_TYPE_OUT_CHOICES, DATA_TYPE_AUTOMATIC)
             .doc("Output data type (Automatic = input type)"),
-        enable_scale: enable("EnableScale", 0).doc("Divide the output by Scale"),
+        enable_scale: enable("EnableScale", 0)
+            .alarm_states(&[NO, MINOR])
+            .doc("Divide the output by Scale"),
         scale: float64("Scale", 1.0)
             .doc("Divisor applied after binning when EnableScale (0 and 1: none)"),
-        collapse_dims: enable("CollapseDims", 0).doc("Remove dims of size 1 from the output"),
+        collapse_dims: enable("CollapseDims", 0)
+            .alarm_states(&[NO, MINOR])
+            .doc("Remove dims of size 1 from the output"),
         max_x: int32("MaxX", 0)
             .read_only_plain()
             .doc("Drive limit of MinX/SizeX in ADCore's screens (not set by ndflow)"),

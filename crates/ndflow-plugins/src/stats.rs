@@ -39,6 +39,7 @@ mod fast_u8;
 mod kernel;
 mod pixel;
 
+use ndflow_core::alarm::sev::{MINOR, NO};
 use std::sync::Arc;
 
 use ndflow_core::handle::{join, Int, Param};
@@ -60,7 +61,9 @@ ndflow_core::params! {
     /// NDStats.template's parameters. Results are read-only (`Name_RBV`), except `CursorVal`,
     /// whose record has no `_RBV`. The sigma readback is `Sigma_RBV`, as in the template.
     pub const STATS_OWN_PARAMS, pub struct StatsParams {
-        compute_statistics: yes_no("ComputeStatistics", 1).doc("Compute min, max, mean, sigma, total, net"),
+        compute_statistics: yes_no("ComputeStatistics", 1)
+            .alarm_states(&[NO, MINOR])
+            .doc("Compute min, max, mean, sigma, total, net"),
         bgd_width: int32("BgdWidth", 1).min(0.0).doc("Width of the border used as background for Net (0: Net = Total)"),
         min_value: float64("MinValue", 0.0).read_only_both().doc("Minimum value"),
         max_value: float64("MaxValue", 0.0).read_only_both().doc("Maximum value"),
@@ -73,7 +76,9 @@ ndflow_core::params! {
         min_y: float64("MinY", 0.0).read_only_both().doc("Y of the first minimum"),
         max_x: float64("MaxX", 0.0).read_only_both().doc("X of the first maximum"),
         max_y: float64("MaxY", 0.0).read_only_both().doc("Y of the first maximum"),
-        compute_centroid: yes_no("ComputeCentroid", 0).doc("Compute centroid and moments (1-D/2-D)"),
+        compute_centroid: yes_no("ComputeCentroid", 0)
+            .alarm_states(&[NO, MINOR])
+            .doc("Compute centroid and moments (1-D/2-D)"),
         centroid_threshold: float64("CentroidThreshold", 1.0).doc("Pixels with value >= threshold weigh their value, others 0"),
         centroid_total: float64("CentroidTotal", 0.0).read_only_both().doc("Sum of the pixels above threshold (M00)"),
         centroid_x: float64("CentroidX", 0.0).read_only_both().doc("Centroid X"),
@@ -87,7 +92,9 @@ ndflow_core::params! {
         kurtosis_y: float64("KurtosisY", 0.0).read_only_both().doc("Excess kurtosis in Y"),
         eccentricity: float64("Eccentricity", 0.0).read_only_both().doc("Eccentricity from the second central moments"),
         orientation: float64("Orientation", 0.0).read_only_both().doc("Orientation of the major axis (degrees)"),
-        compute_profiles: yes_no("ComputeProfiles", 0).doc("Compute the X/Y profiles (1-D/2-D)"),
+        compute_profiles: yes_no("ComputeProfiles", 0)
+            .alarm_states(&[NO, MINOR])
+            .doc("Compute the X/Y profiles (1-D/2-D)"),
         profile_size_x: int32("ProfileSizeX", 0).read_only().doc("Length of the X profiles"),
         profile_size_y: int32("ProfileSizeY", 0).read_only().doc("Length of the Y profiles"),
         cursor_x: int32("CursorX", 256).min(0.0).doc("Cursor X (clamped to the image)"),
@@ -101,7 +108,9 @@ ndflow_core::params! {
         profile_centroid_y: array("ProfileCentroidY", DataType::Float64).read_only().doc("The column through the centroid"),
         profile_cursor_x: array("ProfileCursorX", DataType::Float64).read_only().doc("The row through the cursor"),
         profile_cursor_y: array("ProfileCursorY", DataType::Float64).read_only().doc("The column through the cursor"),
-        compute_histogram: yes_no("ComputeHistogram", 0).doc("Compute the histogram"),
+        compute_histogram: yes_no("ComputeHistogram", 0)
+            .alarm_states(&[NO, MINOR])
+            .doc("Compute the histogram"),
         hist_size: int32("HistSize", 256).range(1.0, 1_000_000.0).doc("Number of bins"),
         hist_min: float64("HistMin", 0.0).doc("Value of the first bin"),
         hist_max: float64("HistMax", 255.0).doc("Value of the last bin (<= HistMin: HistMin + 1)"),

@@ -26,6 +26,7 @@
 mod buffer;
 mod recorder;
 
+use ndflow_core::alarm::sev::{MINOR, NO};
 use std::sync::Arc;
 use std::sync::Once;
 use std::time::Instant;
@@ -57,6 +58,7 @@ ndflow_core::params! {
             .busy()
             .doc("Acquire erases and starts the time series; Done stops and publishes it"),
         ts_acquiring: enumeration("TSAcquiring", TS_ACQUIRING_CHOICES, 0)
+            .alarm_states(&[NO, MINOR])
             .read_only_plain()
             .doc("Whether inputs are being added"),
         ts_read: enumeration("TSRead", &["Done", "Read"], 0)

@@ -2,6 +2,8 @@
 //! (NDArrayBase.template, NDPluginBase.template, ADBase.template). Declared once here: the
 //! PV names, config keys, JSON summary and docs all derive from these tables.
 
+use ndflow_core::alarm::sev::{INVALID, MAJOR, MINOR, NO};
+use ndflow_core::Levels;
 use ndflow_core::{ColorMode, DataType, ParamDef, ParamError, ParamLayout};
 
 pub const DATA_TYPE_CHOICES: &[&str] = &DataType::NAMES;
@@ -36,6 +38,41 @@ pub const DETECTOR_STATES: &[&str] = &[
     "Disconnected",
     "Aborted",
 ];
+
+/// NDPluginBase.template's calcout records set `QueueFree.LOW` to a quarter of `QueueSize`
+/// (LOLO 0: the queue is full and frames are being dropped).
+const QUEUE_FREE_LEVELS: Levels = Levels {
+    of: "QueueSize",
+    hihi: None,
+    high: None,
+    low: Some(0.25),
+    lolo: Some(0.0),
+};
+/// `QueueUse.HIGH` at 75 % of `QueueSize`, HIHI when full.
+const QUEUE_USE_LEVELS: Levels = Levels {
+    of: "QueueSize",
+    hihi: Some(1.0),
+    high: Some(0.75),
+    low: None,
+    lolo: None,
+};
+/// `SortFree.LOW` at a quarter of `SortSize`.
+const SORT_FREE_LEVELS: Levels = Levels {
+    of: "SortSize",
+    hihi: None,
+    high: None,
+    low: Some(0.25),
+    lolo: Some(0.0),
+};
+/// ndflow's own: a pool near its cap (`PoolMaxMem`, when set) is about to drop frames at the
+/// source; MINOR from 90 %, MAJOR when full.
+const POOL_USE_LEVELS: Levels = Levels {
+    of: "PoolMaxMem",
+    hihi: Some(1.0),
+    high: Some(0.9),
+    low: None,
+    lolo: None,
+};
 
 /// DetectorState_RBV values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,14 +118,17 @@ ndflow_core::params! {
             .read_only()
             .doc("Firmware version"),
         acquire: enumeration("Acquire", &["Done", "Acquire"], 0)
+            .alarm_states(&[NO, MINOR])
             .readback_choices(&["Done", "Acquiring"])
             .completes_when_done()
             .doc("Start (1) / stop (0) acquisition; a put completes when it has ended (plugins: no effect)"),
         acquire_busy: enumeration("AcquireBusy", &["Done", "Acquiring"], 0)
+            .alarm_states(&[NO, MINOR])
             .read_only_plain()
             .busy()
             .doc("Acquiring, or waiting for plugins (WaitForPlugins)"),
         acquire_busy_cb: enumeration("AcquireBusyCB", &["Done", "Acquiring"], 0)
+            .alarm_states(&[NO, MINOR])
             .read_only_plain()
             .doc("AcquireBusy as seen by the driver callback (same as AcquireBusy in ndflow)"),
         wait_for_plugins: yes_no("WaitForPlugins", 0)
@@ -150,7 +190,9 @@ ndflow_core::params! {
             .doc("Output data type (drivers); data type of the last array (plugins, a write has no effect)"),
         color_mode: enumeration("ColorMode", COLOR_MODE_CHOICES, 0)
             .doc("Output colour mode (drivers); colour mode of the last array (plugins, a write has no effect)"),
-        array_callbacks: enable("ArrayCallbacks", 1).doc("Pass arrays downstream"),
+        array_callbacks: enable("ArrayCallbacks", 1)
+            .alarm_states_both(&[NO, MINOR])
+            .doc("Pass arrays downstream"),
         nd_attributes_macros: string("NDAttributesMacros", "")
             .long_string()
             .doc("Macro substitutions for the attribute file (NAME=value,...)"),
@@ -167,6 +209,7 @@ ndflow_core::params! {
             ],
             0,
             )
+            .alarm_states(&[NO, MINOR, MAJOR, MAJOR])
             .read_only_plain()
             .doc("Result of reading NDAttributesFile"),
         pool_max_mem: float64("PoolMaxMem", 0.0)
@@ -175,6 +218,7 @@ ndflow_core::params! {
         pool_poll_stats: enumeration("PoolPollStats", &["", ""], 0)
             .doc("Refresh the pool records now (they are refreshed continuously in ndflow)"),
         pool_used_mem: float64("PoolUsedMem", 0.0)
+            .alarm_levels(POOL_USE_LEVELS)
             .read_only_plain()
             .doc("Pool memory allocated (MB). Plugins: that of the pool their outputs come from (their source's), 0 before a first array"),
         pool_alloc_buffers: int32("PoolAllocBuffers", 0)
@@ -211,6 +255,7 @@ ndflow_core::params! {
             .min(0.0)
             .doc("Source address"),
         enable_callbacks: enable("EnableCallbacks", 1)
+            .alarm_states(&[NO, MINOR])
             .doc("Accept arrays (a disabled plugin counts offers as DroppedDisabled)"),
         blocking_callbacks: yes_no("BlockingCallbacks", 0)
             .doc("Yes: process in the caller's thread (never drops, slows the source)"),
@@ -218,9 +263,11 @@ ndflow_core::params! {
             .range(1.0, 100000.0)
             .doc("Input queue depth (resizable at run time)"),
         queue_free: int32("QueueFree", 10)
+            .alarm_levels(QUEUE_FREE_LEVELS)
             .read_only_plain()
             .doc("Free input queue slots"),
         queue_use: int32("QueueUse", 0)
+            .alarm_levels(QUEUE_USE_LEVELS)
             .read_only_plain()
             .doc("Arrays waiting in the input queue"),
         max_threads: int32("MaxThreads", 1)
@@ -238,6 +285,7 @@ ndflow_core::params! {
             .min(1.0)
             .doc("Most arrays held for sorting"),
         sort_free: int32("SortFree", 10)
+            .alarm_levels(SORT_FREE_LEVELS)
             .read_only_plain()
             .doc("Free sort slots"),
         disordered_arrays: int32("DisorderedArrays", 0)
@@ -254,6 +302,7 @@ ndflow_core::params! {
             .min(0.0)
             .doc("Output bandwidth cap in bytes/s (0 = none)"),
         dropped_arrays: int32("DroppedArrays", 0)
+            .alarm_non_zero(MINOR)
             .doc("Input arrays dropped: queue full or unsupported input; write to reset"),
         execution_time: float64("ExecutionTime", 0.0)
             .read_only()
@@ -344,6 +393,7 @@ ndflow_core::params! {
             .read_only()
             .doc("Time remaining in this acquisition (s)"),
         detector_state: enumeration("DetectorState", DETECTOR_STATES, 0)
+            .alarm_states(&[NO, NO, NO, NO, NO, MINOR, MAJOR, NO, NO, INVALID, MINOR])
             .read_only()
             .doc("Detector state"),
         status_message: string("StatusMessage", "")
@@ -365,6 +415,7 @@ ndflow_core::params! {
         shutter_control: enumeration("ShutterControl", &["Close", "Open"], 0)
             .doc("Open (1) / close (0) the shutter by hand"),
         shutter_status: enumeration("ShutterStatus", &["Closed", "Open"], 0)
+            .alarm_states(&[NO, MINOR])
             .read_only()
             .doc("Shutter state (simulated: follows ShutterControl after the delays)"),
         shutter_open_delay: float64("ShutterOpenDelay", 0.0)
@@ -374,9 +425,11 @@ ndflow_core::params! {
             .min(0.0)
             .doc("Time the shutter takes to close (s)"),
         shutter_control_epics: enumeration("ShutterControlEPICS", &["Closed", "Open"], 0)
+            .alarm_states(&[NO, MINOR])
             .read_only_plain()
             .doc("Output to an EPICS shutter PV (ShutterMode = EPICS PV)"),
         shutter_status_epics: enumeration("ShutterStatusEPICS", &["Closed", "Open"], 0)
+            .alarm_states(&[NO, MINOR])
             .read_only()
             .doc("Status read back from an EPICS shutter PV"),
         temperature: float64("Temperature", 25.0).doc("Temperature set point"),
@@ -384,6 +437,7 @@ ndflow_core::params! {
             .read_only_plain()
             .doc("Measured temperature"),
         dropped_arrays: int32("DroppedArrays", 0)
+            .alarm_non_zero(MINOR)
             .read_only()
             .doc("Frames dropped at the source (pool cap reached)"),
     }
@@ -406,7 +460,9 @@ ndflow_core::params! {
     /// `ndfile_params!` also sets FileTemplate's default to the format's extension).
     pub const NDFILE_PARAMS, pub struct NdFileParams {
         file_path: string("FilePath", "").long_string().doc("Directory of the files (a trailing / is added)"),
-        file_path_exists: enumeration("FilePathExists", &["No", "Yes"], 0).read_only().doc("Whether FilePath is an existing directory"),
+        file_path_exists: enumeration("FilePathExists", &["No", "Yes"], 0)
+            .alarm_states(&[MAJOR, NO]).read_only()
+            .doc("Whether FilePath is an existing directory"),
         create_directory: int32("CreateDirectory", 0).doc("0 none; -N create at most the last N levels; +N require the first N levels"),
         file_name: string("FileName", "").long_string().doc("Base file name"),
         file_number: int32("FileNumber", 0).doc("Number of the next file"),
@@ -414,17 +470,25 @@ ndflow_core::params! {
         file_template: string("FileTemplate", "%s%s_%3.3d").long_string().doc("printf of (FilePath, FileName, FileNumber): %s %s %d forms"),
         full_file_name: string("FullFileName", "").read_only().long_string().doc("Name of the last file written"),
         auto_save: yes_no("AutoSave", 0).doc("Single: write every frame; Capture: write when the buffer is full"),
-        write_file: enumeration("WriteFile", &["Done", "Write"], 0).readback_choices(&["Done", "Writing"]).busy().doc("Write the latest frame (Single) or the capture buffer (Capture)"),
-        read_file: enumeration("ReadFile", &["Done", "Read"], 0).readback_choices(&["Done", "Reading"]).busy().doc("Read the file FileNumber names back into the pipeline (TIFF); completes when read"),
+        write_file: enumeration("WriteFile", &["Done", "Write"], 0)
+            .alarm_states(&[NO, MINOR]).readback_choices(&["Done", "Writing"]).busy()
+            .doc("Write the latest frame (Single) or the capture buffer (Capture)"),
+        read_file: enumeration("ReadFile", &["Done", "Read"], 0)
+            .alarm_states(&[NO, MINOR]).readback_choices(&["Done", "Reading"]).busy()
+            .doc("Read the file FileNumber names back into the pipeline (TIFF); completes when read"),
         file_write_mode: enumeration("FileWriteMode", &["Single", "Capture", "Stream"], 0).doc("Single / Capture / Stream"),
-        capture: enumeration("Capture", &["Done", "Capture"], 0).readback_choices(&["Done", "Capturing"]).busy().doc("Start (1) / stop (0) Capture or Stream"),
+        capture: enumeration("Capture", &["Done", "Capture"], 0)
+            .alarm_states(&[NO, MINOR]).readback_choices(&["Done", "Capturing"]).busy()
+            .doc("Start (1) / stop (0) Capture or Stream"),
         num_capture: int32("NumCapture", 1).min(0.0).doc("Frames to capture or stream (Stream: 0 = unlimited)"),
         num_captured: int32("NumCaptured", 0).read_only().doc("Frames captured or streamed so far"),
         free_capture: enumeration("FreeCapture", &["Done", "Free"], 0).doc("Discard the capture buffer"),
         delete_driver_file: yes_no("DeleteDriverFile", 0).doc("Delete the file named by the DriverFileName attribute after writing"),
         lazy_open: yes_no("LazyOpen", 0).doc("Stream: open the file on the first frame, not on Capture"),
         temp_suffix: string("TempSuffix", "").doc("Write to name+suffix, rename on close"),
-        write_status: enumeration("WriteStatus", &["Write OK", "Write error"], 0).read_only_plain().doc("Status of the last write"),
+        write_status: enumeration("WriteStatus", &["Write OK", "Write error"], 0)
+            .alarm_states(&[NO, MAJOR]).read_only_plain()
+            .doc("Status of the last write"),
         write_message: string("WriteMessage", "").read_only_plain().long_string().doc("Error message of the last write"),
         frames_not_written: int32("FramesNotWritten", 0).read_only().doc("Frames lost to write errors"),
     }

@@ -5,8 +5,9 @@
 //! NUL-terminated text, arrays → a waveform of the element type (UInt16 frames as DBR_SHORT,
 //! as ADCore's NDStdArrays template serves them; 64-bit values as DBR_DOUBLE).
 //!
-//! Like [`crate::pva`], this is only a view: names, access, put validation and completion (busy
-//! records answer WRITE_NOTIFY when the operation has ended) are the directory's. The protocol
+//! Like [`crate::pva`], this is only a view: names, access, put validation, completion (busy
+//! records answer WRITE_NOTIFY when the operation has ended) and alarms (`.SEVR`, `.STAT`,
+//! DBR_STS and up) are the directory's. The protocol
 //! itself is the `ndflow-ca` crate.
 
 use std::sync::Arc;
@@ -137,6 +138,10 @@ impl CaProvider {
                 meta.enum_strings = c.iter().map(|s| s.to_string()).collect();
             }
             let mut pv = CaPv::new(meta, to_ca(s.def, native, &value));
+            let alarm = dir.alarm(id, &value);
+            if alarm != ndflow_core::Alarm::NONE {
+                pv.set_alarm(alarm.status as u16, alarm.severity as u16);
+            }
             if dir.is_writable(id) {
                 let (weak, def) = (Arc::downgrade(dir), s.def);
                 pv = pv.with_put_handler(move |_pv, value, completion| {
@@ -180,7 +185,8 @@ impl CaProvider {
         let value = to_ca(s.def, native, v);
         for &e in &s.entries {
             if let Some(pv) = self.pvs.get(e) {
-                pv.post(value.clone());
+                let alarm = self.dir.alarm(e, v);
+                pv.post_with_alarm(value.clone(), alarm.status as u16, alarm.severity as u16);
             }
         }
     }

@@ -32,7 +32,10 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use ndflow_core::{Access as ParamAccess, ParamDef, ParamKind, ParamStore, ParamValue, RecordHint};
+use ndflow_core::{
+    Access as ParamAccess, Alarm, AlarmRule, AlarmStatus, ParamDef, ParamKind, ParamStore,
+    ParamValue, RecordHint,
+};
 use ndflow_runtime::{Graph, GraphError};
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -402,6 +405,42 @@ impl PvDirectory {
         let mut v: Vec<String> = self.entries.iter().map(|e| e.name.clone()).collect();
         v.sort();
         v
+    }
+
+    /// The alarm of `entry` while its parameter holds `v`, as its declaration says
+    /// ([`ndflow_core::alarm`]): the same for every protocol.
+    pub fn alarm(&self, entry: usize, v: &ParamValue) -> Alarm {
+        let (Some(e), Some(s)) = (self.entries.get(entry), self.slot_of(entry)) else {
+            return Alarm::NONE;
+        };
+        if matches!(s.def.alarm, AlarmRule::None) {
+            return Alarm::NONE;
+        }
+        let x = match s.def.kind {
+            ParamKind::Enum(_) => Some(menu_position(s.def, v) as f64),
+            _ => v.as_f64(),
+        };
+        let output = e.face == Face::Setpoint && s.def.writable();
+        s.def.alarm.evaluate(x, output, |name| {
+            s.store.index(name).map(|i| s.store.get_f64(i))
+        })
+    }
+
+    /// What an alarm of `entry` showing `v` says in words (pvAccess `alarm.message`): the
+    /// menu entry of a state alarm ("Write error"), else the status ("LOLO").
+    pub fn alarm_message(&self, entry: usize, v: &ParamValue, alarm: Alarm) -> String {
+        let Some((e, s)) = self.entries.get(entry).zip(self.slot_of(entry)) else {
+            return String::new();
+        };
+        match alarm.status {
+            AlarmStatus::NoAlarm => String::new(),
+            AlarmStatus::State => s
+                .def
+                .choices(e.face == Face::Readback)
+                .and_then(|c| c.get(menu_position(s.def, v) as usize))
+                .map_or_else(|| "STATE".into(), |c| c.to_string()),
+            other => other.name().to_string(),
+        }
     }
 
     /// Whether `entry` accepts puts at all (the setpoint of a writable parameter).

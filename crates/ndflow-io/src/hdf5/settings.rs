@@ -2,6 +2,7 @@
 //! constructor and NDFileHDF5.template) and the settings read from them when a file opens.
 
 use ndflow_codec::blosc::{BloscCompressor, BloscParams, BloscShuffle};
+use ndflow_core::alarm::sev::{MAJOR, NO};
 use ndflow_core::handle::{Int, Str};
 use ndflow_core::{NDArray, Param, ParamDef, ParamStore, ParamValue};
 use ndflow_runtime::port_params::{bind, plugin_layout};
@@ -88,7 +89,9 @@ ndflow_core::params! {
         extra_dim_chunk9: int32("ExtraDimChunk9", 0).min(0.0).doc("Chunk along extra dim 9 (0 = 1)"),
         dim_att_datasets: yes_no("DimAttDatasets", 0).doc("NDAttribute datasets take the extra dims' shape"),
         xml_file_name: string("XMLFileName", "").long_string().doc("XML layout: a file path or the XML text (starts with <); empty = NeXus default"),
-        xml_valid: enumeration("XMLValid", &["No", "Yes"], 1).read_only().doc("The XML layout is valid"),
+        xml_valid: enumeration("XMLValid", &["No", "Yes"], 1)
+            .alarm_states(&[MAJOR, NO]).read_only()
+            .doc("The XML layout is valid"),
         xml_error_msg: string("XMLErrorMsg", "").read_only().long_string().doc("Why the XML layout is invalid"),
         position_mode: enumeration("PositionMode", &["Off", "On"], 0).doc("Place frames at the indices held by the PosNameDim* attributes"),
         pos_name_dim_n: string("PosNameDimN", "").doc("Position mode: NDAttribute holding the index along dim N"),

@@ -3,6 +3,7 @@
 //! Stop, Read, Erase), TSRead, TSNumPoints, TSCurrentPoint, TSAcquiring, plus TSAcquireMode
 //! (Fixed length / Circ. buffer) from NDTimeSeries. The store is [`TsBuffer`].
 
+use ndflow_core::alarm::sev::{MINOR, NO};
 use ndflow_core::handle::{Array, Param};
 use ndflow_core::{ArrayValue, Buffer, DataType, ParamStore, ParamValue};
 use parking_lot::Mutex;
@@ -28,6 +29,7 @@ ndflow_core::params! {
             .doc("Points per time series (a write erases them)"),
         ts_current_point: int32("TSCurrentPoint", 0).read_only_plain().doc("Next time-series point"),
         ts_acquiring: enumeration("TSAcquiring", TS_ACQUIRING_CHOICES, 0)
+            .alarm_states(&[NO, MINOR])
             .read_only_plain()
             .doc("Whether frames are being added to the time series"),
         ts_acquire_mode: enumeration("TSAcquireMode", TS_MODE_CHOICES, 0)

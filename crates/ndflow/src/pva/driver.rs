@@ -10,6 +10,7 @@
 //! writers instead). With `Lossless = Yes` the monitor is
 //! pipelined, so a lossless publisher waits for us instead of squashing.
 
+use ndflow_core::alarm::sev::{MAJOR, NO};
 use std::time::Duration;
 
 use ndflow_core::{NDArray, ParamDef, ParamStore, Pool};
@@ -29,6 +30,7 @@ ndflow_core::params! {
     pub const PVA_DRIVER_PARAMS, pub struct PvaDriverParams {
         pv_name: string("PvName", "").doc("NTNDArray PV to receive frames from"),
         pv_connection: enumeration("PvConnection", &["Down", "Up"], 0)
+            .alarm_states(&[MAJOR, NO])
             .read_only()
             .doc("Whether the PV is connected"),
         overrun_counter: int64("OverrunCounter", 0)

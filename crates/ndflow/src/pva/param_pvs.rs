@@ -3,6 +3,7 @@
 //!
 //! Numbers and strings are NTScalar (value, alarm, timeStamp, display, control), enums NTEnum
 //! with areaDetector's choice strings, arrays NTScalarArray (sharing the parameter's buffer).
+//! `alarm` carries the directory's alarm of each PV ([`PvDirectory::alarm`]).
 //! This is a view of the IOC's [`PvDirectory`]: the names, who may write, how a PUT is validated
 //! (through `Graph::put`, exactly like a config key) and when it completes (busy records: when
 //! the operation has ended) are the directory's; this module only turns parameter values into
@@ -12,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ndflow_core::{ParamDef, ParamKind, ParamStore, ParamValue};
+use ndflow_core::{AlarmRule, ParamDef, ParamKind, ParamStore, ParamValue};
 use ndflow_pva::server::{ChannelProvider, ClientId, SharedPv};
 use ndflow_pva::{BitSet, ByteOrder, FieldDesc, NumArray, ScalarType, SharedBytes, Value};
 use parking_lot::RwLock;
@@ -58,7 +59,9 @@ impl PvaProvider {
             };
             let desc = &descs[e.slot];
             let readback = e.face == Face::Readback;
-            let mut pv = SharedPv::new(desc.clone(), face_value(s.def, desc, &s.value(), readback));
+            let mut initial = face_value(s.def, desc, &s.value(), readback);
+            set_alarm(dir, id, desc, &mut initial, &s.value());
+            let mut pv = SharedPv::new(desc.clone(), initial);
             if dir.is_writable(id) {
                 let (weak, def) = (Arc::downgrade(dir), s.def);
                 pv = pv.with_deferred_put_handler(move |_pv, value, _changed, client, reply| {
@@ -96,18 +99,27 @@ impl PvaProvider {
             return;
         };
         let value = to_value(s.def, desc, v);
-        let changed = BitSet::from_bits(&changed_bits(desc));
+        let alarms = !matches!(s.def.alarm, AlarmRule::None);
+        let mut bits = changed_bits(desc);
+        if alarms {
+            bits.extend(desc.find("alarm").map(|(bit, _)| bit));
+        }
+        let changed = BitSet::from_bits(&bits);
         for &e in &s.entries {
             let Some(pv) = self.pvs.get(e) else {
                 continue;
             };
             let readback = self.dir.entry(e).is_some_and(|x| x.face == Face::Readback);
-            // Latest-wins for control PVs: a slow client sees the newest value.
-            let _ = if readback && s.def.readback_choices.is_some() {
-                pv.post(face_value(s.def, desc, v, true), &changed)
+            let mut out = if readback && s.def.readback_choices.is_some() {
+                face_value(s.def, desc, v, true)
             } else {
-                pv.post(value.clone(), &changed)
+                value.clone()
             };
+            if alarms {
+                set_alarm(&self.dir, e, desc, &mut out, v);
+            }
+            // Latest-wins for control PVs: a slow client sees the newest value.
+            let _ = pv.post(out, &changed);
         }
     }
 
@@ -189,6 +201,27 @@ impl ChannelProvider for ImagePvs {
     fn lookup(&self, name: &str) -> Option<SharedPv> {
         self.pvs.read().get(name).cloned()
     }
+}
+
+/// pvData's alarm status for an alarm a record raised itself (alarm_t.status RECORD).
+const PVA_STATUS_RECORD: i32 = 3;
+
+/// Fills `alarm` of a PV's value with the directory's alarm of `entry` (severity, status
+/// RECORD, and the message: "Write error", "LOLO", …).
+fn set_alarm(dir: &PvDirectory, entry: usize, desc: &FieldDesc, out: &mut Value, v: &ParamValue) {
+    let alarm = dir.alarm(entry, v);
+    if alarm == ndflow_core::Alarm::NONE {
+        let _ = ndflow_pva::nt::set_alarm(desc, out, 0, 0, "");
+        return;
+    }
+    let message = dir.alarm_message(entry, v, alarm);
+    let _ = ndflow_pva::nt::set_alarm(
+        desc,
+        out,
+        alarm.severity as i32,
+        PVA_STATUS_RECORD,
+        &message,
+    );
 }
 
 /// Bits of `value` and `timeStamp` (what changes on an update).
