@@ -67,6 +67,18 @@ enum Cmd {
         #[arg(long, value_name = "PORT.KEY=VALUE", value_parser = parse_setting)]
         set: Vec<(String, String, String)>,
     },
+    /// Write Phoebus operator screens (.bob) for a config (same --prefix/--set as `run`): one
+    /// per port and one of the pipeline (docs/screens.md).
+    Screens {
+        config: PathBuf,
+        /// The directory to write the screens to (created if missing).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        #[arg(long, value_name = "PREFIX")]
+        prefix: Option<String>,
+        #[arg(long, value_name = "PORT.KEY=VALUE", value_parser = parse_setting)]
+        set: Vec<(String, String, String)>,
+    },
     /// Run the embedded default pipeline (simulated detector → ROI/Stats/Process/StdArrays).
     Demo {
         /// Frames to acquire.
@@ -336,6 +348,24 @@ fn main() -> ExitCode {
                     &config.display().to_string(),
                     prefix.as_deref(),
                     &set,
+                )
+            })
+            .map(|s| print!("{s}")),
+        Cmd::Screens {
+            config,
+            out,
+            prefix,
+            set,
+        } => read_config(&config)
+            .and_then(|text| {
+                ndflow::screens::run(
+                    &text,
+                    &config.display().to_string(),
+                    &ndflow::screens::ScreenOptions {
+                        prefix: prefix.as_deref(),
+                        sets: &set,
+                        out: &out,
+                    },
                 )
             })
             .map(|s| print!("{s}")),

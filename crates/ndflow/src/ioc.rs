@@ -212,7 +212,7 @@ pub fn pv_names(cfg: &Config) -> Result<Vec<String>, String> {
 
 /// The PV directory of `cfg` on a graph that never acquires. CreateDirectory is left out too,
 /// so a FilePath is not created: checking a config must not change the machine.
-fn idle_directory(cfg: &Config) -> Result<Arc<PvDirectory>, String> {
+pub fn idle_directory(cfg: &Config) -> Result<Arc<PvDirectory>, String> {
     let mut idle = cfg.clone();
     for p in &mut idle.ports {
         p.settings

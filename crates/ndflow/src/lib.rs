@@ -26,6 +26,7 @@ pub mod pva;
 pub mod pvdir;
 pub mod reference;
 pub mod registry;
+pub mod screens;
 pub mod serve;
 pub mod server_stats;
 pub mod status;
