@@ -57,6 +57,13 @@ enum Cmd {
         /// the config's `listen` and EPICS_PVAS_INTF_ADDR_LIST / EPICS_CAS_INTF_ADDR_LIST.
         #[arg(long, value_name = "local|all|ADDR", value_parser = parse_listen)]
         listen: Option<ndflow_net::Listen>,
+        /// Where settings changed while running are saved and restored from at the next start
+        /// (default: beside the config, ioc.toml -> ioc.state.toml; see docs/state.md).
+        #[arg(long, value_name = "FILE")]
+        state: Option<PathBuf>,
+        /// Neither restore nor save settings.
+        #[arg(long, conflicts_with = "state")]
+        no_state: bool,
     },
     /// Validate a config file (with the same --prefix/--set as `run`): builds every port and
     /// PV name without acquiring or serving, and prints what it holds.
@@ -140,6 +147,11 @@ enum Cmd {
     Ca {
         #[command(subcommand)]
         op: CaCmd,
+    },
+    /// The settings `ndflow run` saved for a config (docs/state.md): show, diff, clear.
+    State {
+        #[command(subcommand)]
+        op: StateCmd,
     },
     /// Print the parameters of a port type (or of all, as Markdown with --markdown).
     Params {
@@ -252,6 +264,45 @@ enum CaCmd {
     },
 }
 
+#[derive(Subcommand)]
+enum StateCmd {
+    /// Print the saved values, `PORT.KEY = VALUE` a line.
+    Show {
+        config: PathBuf,
+        /// The state file, if not the config's default (CONFIG stem + .state.toml).
+        #[arg(long, value_name = "FILE")]
+        state: Option<PathBuf>,
+    },
+    /// Per saved key: the config's value -> the saved one; then the keys that no longer fit
+    /// the config (unknown port or key, a value the parameter refuses).
+    Diff {
+        config: PathBuf,
+        #[arg(long, value_name = "FILE")]
+        state: Option<PathBuf>,
+        /// As given to `run` (the config's values are compared with these applied).
+        #[arg(long, value_name = "PORT.KEY=VALUE", value_parser = parse_setting)]
+        set: Vec<(String, String, String)>,
+    },
+    /// Remove the state file: the next start is the config's alone.
+    Clear {
+        config: PathBuf,
+        #[arg(long, value_name = "FILE")]
+        state: Option<PathBuf>,
+    },
+    /// Test mode: rewrite FILE as fast as possible for a few seconds (the tests kill it).
+    #[command(hide = true)]
+    StressWrite {
+        file: PathBuf,
+        #[arg(long, default_value_t = 30.0)]
+        seconds: f64,
+    },
+}
+
+/// `--state FILE`, else the config's default state file.
+fn state_path(config: &std::path::Path, state: Option<PathBuf>) -> PathBuf {
+    state.unwrap_or_else(|| ndflow::state::default_path(config))
+}
+
 fn parse_listen(s: &str) -> Result<ndflow_net::Listen, String> {
     ndflow_net::Listen::parse(s).map_err(|e| e.to_string())
 }
@@ -318,6 +369,8 @@ fn main() -> ExitCode {
             prefix,
             set,
             listen,
+            state,
+            no_state,
         } => read_config(&config).and_then(|text| {
             ioc::run(
                 &text,
@@ -334,6 +387,7 @@ fn main() -> ExitCode {
                     prefix,
                     sets: set,
                     listen,
+                    state: (!no_state).then(|| state_path(&config, state)),
                 },
             )
         }),
@@ -390,6 +444,7 @@ fn main() -> ExitCode {
                 prefix: None,
                 sets: Vec::new(),
                 listen: None,
+                state: None,
             },
         ),
         Cmd::Bench { which } => ndflow_bench::cli::run(which),
@@ -463,6 +518,29 @@ fn main() -> ExitCode {
                 timeout,
                 elements,
             } => ca_cmd::monitor(&names, count, ca_cmd::Opts { timeout, elements }),
+        },
+        Cmd::State { op } => match op {
+            StateCmd::Show { config, state } => {
+                ndflow::state::show(&state_path(&config, state)).map(|s| print!("{s}"))
+            }
+            StateCmd::Diff { config, state, set } => read_config(&config)
+                .and_then(|text| {
+                    ndflow::state::diff(
+                        &text,
+                        &config.display().to_string(),
+                        &state_path(&config, state),
+                        &set,
+                    )
+                })
+                .map(|s| print!("{s}")),
+            StateCmd::Clear { config, state } => {
+                ndflow::state::clear(&state_path(&config, state)).map(|s| print!("{s}"))
+            }
+            StateCmd::StressWrite { file, seconds } => ndflow::state::stress_write(
+                &file,
+                std::time::Duration::try_from_secs_f64(seconds.clamp(0.0, 600.0))
+                    .unwrap_or(std::time::Duration::from_secs(30)),
+            ),
         },
         Cmd::Params {
             type_name,

@@ -44,6 +44,8 @@ pub struct RunOptions {
     pub sets: Vec<(String, String, String)>,
     /// `--listen`: whom to serve, over the config's `listen` and the EPICS variables.
     pub listen: Option<ndflow_net::Listen>,
+    /// The state file: settings saved across restarts ([`crate::state`]); `None`: none.
+    pub state: Option<PathBuf>,
 }
 
 /// The embedded demo pipeline, acquiring `frames` frames.
@@ -83,6 +85,8 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     );
     let port_prefixes = cfg.port_prefixes();
     serve::set_local_pvs(&pv_reader, &graph, &cfg.prefix, &port_prefixes);
+    // The saved settings over the config's (keys --set gives stay as given), before Acquire.
+    let state = crate::state::start(&graph, &cfg, opts.state.as_deref(), &opts.sets);
     for p in &cfg.ports {
         registry::apply_settings(&graph, p, ACQUIRE_PHASE).map_err(|(s, message)| {
             ConfigError {
@@ -173,6 +177,7 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
         std::fs::write(path, text + "\n")
             .map_err(|e| format!("cannot write summary {}: {e}", path.display()))?;
     }
+    drop(state); // writes what is still pending
     drop(servers);
     graph.shutdown();
     Ok(())

@@ -29,5 +29,6 @@ pub mod registry;
 pub mod screens;
 pub mod serve;
 pub mod server_stats;
+pub mod state;
 pub mod status;
 pub mod vds;
