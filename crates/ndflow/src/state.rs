@@ -358,7 +358,7 @@ pub fn stress_write(path: &Path, limit: Duration) -> Result<(), String> {
     let write = |n: i64| {
         let ports: Vec<(String, Vec<(String, toml_edit::Value)>)> = (0..20)
             .map(|p| {
-                let keys = (0..200)
+                let keys = (0..50)
                     .map(|k| (format!("Key{k}"), toml_edit::Value::from(n)))
                     .collect();
                 (format!("PORT{p}"), keys)
