@@ -125,7 +125,7 @@ def check_structure(path):
             allowed = ACTION_CHILDREN[action.get("type")]
             assert {c.tag for c in action} <= allowed, f"{path}: {ET.tostring(action)}"
         for point in w.findall("points/point"):
-            float(point.get("x")), float(point.get("y"))
+            assert float(point.get("x")) >= 0 and float(point.get("y")) >= 0, path
     return root
 
 
@@ -176,13 +176,18 @@ def test_screens_name_only_served_pvs(ndflow_bin, tmp_path, stem):
         wanted |= names
 
     # areaDetector's groups.
-    groups = {n: {w.findtext("name") for w in r.iter("widget") if w.get("type") == "group"} for n, r in roots.items()}
+    groups = {
+        n: {w.findtext("name") for w in r.iter("widget") if w.get("type") == "group"}
+        for n, r in roots.items()
+    }
     assert {"Setup", "Collect", "Readout", "Attributes"} <= groups["SIM1.bob"]
     plugin = next(n for n in opened if n != "SIM1.bob")
     assert "Plugin base" in groups[plugin]
     if stem == "pva_ioc":
         assert "File" in groups["HDF1.bob"] and "NDPluginPva" in groups["PVA1.bob"]
-        images = [w.findtext("pv_name") for w in roots["PVA1.bob"].iter("widget") if w.get("type") == "image"]
+        images = [
+            w.findtext("pv_name") for w in roots["PVA1.bob"].iter("widget") if w.get("type") == "image"
+        ]
         assert images == ["pva://$(P)$(R)Image"]
         assert any(w.get("type") == "image" for w in top.iter("widget"))
 

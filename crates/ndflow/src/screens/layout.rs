@@ -58,10 +58,10 @@ fn row(def: &ParamDef, y: i32) -> Vec<Element> {
     if setpoint {
         let name = pv(def.name);
         match def.kind {
-            ParamKind::Enum(c) if def.record.completes_when_done() && c.len() >= 2 => {
+            ParamKind::Enum([_, start, ..]) if def.record.completes_when_done() => {
                 // Busy records (Acquire, Capture, WriteFile): start and stop buttons.
                 let w = VALUE_W / 2 - 2;
-                out.push(bob::write_button(&name, 1, c[1], set_x, y, w));
+                out.push(bob::write_button(&name, 1, start, set_x, y, w));
                 out.push(bob::write_button(&name, 0, "Stop", set_x + w + 4, y, w));
             }
             // Commands with a blank menu (ProcessPlugin, ReadStatus): one button writing 1.
@@ -220,7 +220,7 @@ const BOX_GAP_Y: i32 = 14;
 
 /// Each port's column (its depth: 0 for sources, else one more than its deepest source) and
 /// row in that column, ordered by the row of its first source so that arrows cross little.
-fn positions(ports: &[Port]) -> Vec<(usize, usize)> {
+pub(super) fn positions(ports: &[Port]) -> Vec<(usize, usize)> {
     let index = |name: &str| ports.iter().position(|p| p.name == name);
     let mut depth: Vec<Option<usize>> = vec![None; ports.len()];
     // Relaxation bounded by the port count: a cycle (refused by the graph) cannot hang it.

@@ -98,9 +98,10 @@ pub fn run(text: &str, file: &str, opts: &ScreenOptions) -> Result<String, Strin
     let doc = document(&title, &s, &[("P", &cfg.prefix)]);
     let path = write_atomic(opts.out, &format!("{top}.bob"), &doc)?;
     report += &format!(
-        "wrote {}: pipeline of {} ports, P = {}\n",
+        "wrote {}: pipeline of {} port{}, P = {}\n",
         path.display(),
         ports.len(),
+        if ports.len() == 1 { "" } else { "s" },
         cfg.prefix
     );
     Ok(report)
@@ -257,4 +258,96 @@ fn write_atomic(dir: &Path, name: &str, text: &str) -> Result<PathBuf, String> {
         format!("cannot write {}: {e}", path.display())
     })?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: &str = r#"
+prefix = "T1:"
+[[port]]
+name = "CAM"
+type = "sim"
+prefix = "cam1:"
+[[port]]
+name = "ROI1"
+type = "roi"
+NDArrayPort = "CAM"
+[[port]]
+name = "PVA1"
+type = "pva"
+prefix = "Pva1:"
+NDArrayPort = "ROI1"
+"#;
+
+    fn out_dir(tag: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("ndflow-screens-{tag}-{}", std::process::id()))
+    }
+
+    #[test]
+    fn writes_a_screen_per_port_and_the_pipeline() {
+        let out = out_dir("ok");
+        let report = run(
+            CONFIG,
+            "cfg/site.toml",
+            &ScreenOptions {
+                prefix: Some("T2:"),
+                sets: &[],
+                out: &out,
+            },
+        )
+        .unwrap();
+        assert_eq!(report.lines().count(), 4, "{report}");
+        let top = std::fs::read_to_string(out.join("site.bob")).unwrap();
+        assert!(top.contains("<P>$(P=T2:)</P>"), "--prefix is the default P");
+        assert!(top.contains("<file>ROI1.bob</file>") && top.contains("<R>ROI1:</R>"));
+        assert!(top.contains("<pv_name>pva://$(P)Pva1:Image</pv_name>"));
+        let roi = std::fs::read_to_string(out.join("ROI1.bob")).unwrap();
+        assert!(roi.contains("<R>$(R=ROI1:)</R>") && roi.contains("$(P)$(R)MinX_RBV"));
+        let pva = std::fs::read_to_string(out.join("PVA1.bob")).unwrap();
+        assert!(pva.contains("<pv_name>pva://$(P)$(R)Image</pv_name>"));
+        let _ = std::fs::remove_dir_all(&out);
+        // Errors name the key (here: a port's prefix cannot be overridden).
+        let sets = [("ROI1".to_string(), "prefix".to_string(), "R1:".to_string())];
+        let e = run(
+            CONFIG,
+            "site.toml",
+            &ScreenOptions {
+                prefix: None,
+                sets: &sets,
+                out: &out,
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("prefix"), "{e}");
+        assert!(!out.exists(), "nothing written on error");
+    }
+
+    fn port(name: &str, driver: bool, sources: &[&str]) -> Port {
+        Port {
+            name: name.into(),
+            type_name: String::new(),
+            class: "",
+            driver,
+            prefix: String::new(),
+            defs: Vec::new(),
+            sources: sources.iter().map(|s| s.to_string()).collect(),
+            image: None,
+        }
+    }
+
+    #[test]
+    fn ports_sit_at_their_depth_in_the_graph() {
+        let ports = [
+            port("GATH", false, &["S1", "S2"]),
+            port("SIM", true, &[]),
+            port("S2", false, &["SCAT"]),
+            port("SCAT", false, &["SIM"]),
+            port("S1", false, &["SCAT"]),
+            port("LOOSE", false, &[]),
+        ];
+        let depth: Vec<usize> = layout::positions(&ports).iter().map(|p| p.0).collect();
+        assert_eq!(depth, [3, 0, 2, 1, 2, 1]);
+    }
 }
