@@ -159,7 +159,17 @@ CONNECT = textwrap.dedent(r"""
             pass
         time.sleep(0.2)
     msg = str(c.get(P + "cam1:StatusMessage_RBV", timeout=5))
-    print(json.dumps(dict(connect=v, status=msg, waited=t - (end - time.time()))))
+    waited = t - (end - time.time())
+    # DetectorState_RBV follows within a status tick: Disconnected (INVALID) while away.
+    raw = Context("pva", nt=False)
+    end = time.time() + 3
+    while True:
+        s = raw.get(P + "cam1:DetectorState_RBV", timeout=5)
+        if (s.value.index == 9) == (want == 0) or time.time() > end:
+            break
+        time.sleep(0.1)
+    print(json.dumps(dict(connect=v, status=msg, waited=waited, state=s.value.index,
+                          severity=s.alarm.severity)))
 """)
 
 
@@ -440,9 +450,11 @@ def test_gc_features_restart_loss_and_a_camera_that_dies(ndflow_bin, tmp_path):
         ns.stop(fake)
         lost = ns.python(CONNECT, P, "0", "15", "lost")
         assert lost["connect"] == 0 and "lost" in lost["status"], (lost, log())
+        assert (lost["state"], lost["severity"]) == (9, 3), lost  # Disconnected, INVALID
         fake = ns.start([FAKE, "-i", "127.0.0.1", "-r", "10"], tmp_path / "fake2.log")
         back = ns.python(CONNECT, P, "1", "20", "connected")
         assert back["connect"] == 1, (back, log())
+        assert back["state"] != 9 and back["severity"] < 3, back
 
         # 1 % of packets lost, no resend: every frame that did not arrive whole is counted.
         lossy = ns.python(RUN_CLIENT, P, "3", "stop")

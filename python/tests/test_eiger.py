@@ -401,6 +401,9 @@ AcquirePeriod = 0.02
         # Every record is served; the driver says where it failed to go.
         assert text(get(ioc, "State_RBV")) == "disconnected"
         ioc.wait_for(CAM + "Error_RBV", lambda v: str(rest) in text(v), timeout=5)
+        # ADBase's DetectorState_RBV says so too, with its INVALID alarm.
+        ioc.wait_for(CAM + "DetectorState_RBV", lambda v: text(v) == "Disconnected", timeout=5)
+        assert ioc.raw.get(CAM + "DetectorState_RBV").alarm.severity == 3
         assert get(ioc, "NumImages_RBV") == 7
         assert text(get(ioc, "Model_RBV")) == "EIGER2"
         for pv in ("StreamReceived_RBV", "StreamConnection_RBV", "Armed", "SequenceId",
@@ -408,7 +411,8 @@ AcquirePeriod = 0.02
             get(ioc, pv)
         ioc.ctx.put(CAM + "Acquire", 1, wait=True, timeout=30)
         assert idx(ioc, "Acquire_RBV") == 0
-        assert text(get(ioc, "DetectorState_RBV")) == "Error"
+        # The acquisition failed (StatusMessage says why); the state shows the cause.
+        assert text(get(ioc, "DetectorState_RBV")) == "Disconnected"
         msg = text(get(ioc, "StatusMessage_RBV"))
         assert str(rest) in msg, msg
         # The detector comes.
@@ -416,6 +420,7 @@ AcquirePeriod = 0.02
                             v2_port=v2, fix_self_connect=True).start()
         wait_state(ioc, lambda s: s in ("na", "idle", "ready"), timeout=5)
         ioc.wait_for(CAM + "Error_RBV", lambda v: text(v) == "", timeout=5)
+        ioc.wait_for(CAM + "DetectorState_RBV", lambda v: text(v) != "Disconnected", timeout=5)
         deadline = time.monotonic() + 5
         while eiger.get("detector", "config", "nimages")["value"] != 7:
             assert time.monotonic() < deadline, "NumImages = 7 never reached the detector"

@@ -15,7 +15,7 @@ use ndflow_core::{
     AttrValue, Buffer, ColorMode, DataType, NDArray, NDAttribute, ParamDef, ParamStore, Pool,
 };
 use ndflow_runtime::port_params::{bind, driver_layout, DriverBase};
-use ndflow_runtime::{Driver, DriverError, PutHandler};
+use ndflow_runtime::{ConnectionProbe, Driver, DriverError, PutHandler};
 
 use crate::control::{Control, Menus, Source};
 use crate::features::FeatureList;
@@ -277,6 +277,11 @@ impl Driver for AravisDriver {
         let handler = control.put_handler();
         self.control = Some(control);
         Some(handler)
+    }
+
+    fn connection(&self) -> Option<ConnectionProbe> {
+        let shared = self.control.as_ref()?.shared.clone();
+        Some(Arc::new(move || shared.connected.load(Ordering::Acquire)))
     }
 
     fn start(&mut self, params: &ParamStore) -> Result<(), DriverError> {

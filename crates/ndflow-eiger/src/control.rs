@@ -57,6 +57,8 @@ pub struct Control {
     tx: Sender<Msg>,
     writes: Arc<Writes>,
     armed: Arc<AtomicBool>,
+    /// Whether the last request reached the detector (false until the first does).
+    reachable: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -68,6 +70,7 @@ impl Control {
     ) -> std::io::Result<Control> {
         let (tx, rx) = unbounded();
         let armed = Arc::new(AtomicBool::new(false));
+        let reachable = Arc::new(AtomicBool::new(false));
         let layout = params.layout();
         let writes = Arc::new(Writes {
             clock: AtomicU64::new(0),
@@ -85,6 +88,7 @@ impl Control {
             armed: armed.clone(),
             writes: writes.clone(),
             connected: None,
+            reachable: reachable.clone(),
             detector_values: HashMap::new(),
             pending: Vec::new(),
             initialized: false,
@@ -96,8 +100,14 @@ impl Control {
             tx,
             writes,
             armed,
+            reachable,
             thread: Some(thread),
         })
+    }
+
+    /// Whether the detector answered the last request (for `DetectorState_RBV`).
+    pub fn reachable(&self) -> Arc<AtomicBool> {
+        self.reachable.clone()
     }
 
     pub fn put_handler(&self) -> PutHandler {
@@ -137,6 +147,8 @@ struct State {
     writes: Arc<Writes>,
     /// None until the first poll; then whether the last request reached the detector.
     connected: Option<bool>,
+    /// `connected == Some(true)`, for the driver port.
+    reachable: Arc<AtomicBool>,
     /// Energies and wavelength as the detector last reported them (for the *Eps checks).
     detector_values: HashMap<&'static str, f64>,
     /// Whether the automatic initialization of a detector found in state "na" was done.
@@ -250,11 +262,19 @@ impl State {
         Ok(())
     }
 
+    fn set_connected(&mut self, c: Option<bool>) {
+        self.connected = c;
+        // Unknown (re-reading after a command) keeps the last answer.
+        if let Some(c) = c {
+            self.reachable.store(c, Ordering::Release);
+        }
+    }
+
     fn lost(&mut self, e: &SimplonError) {
         if self.connected != Some(false) {
             tracing::warn!("eiger: detector unreachable: {e}");
         }
-        self.connected = Some(false);
+        self.set_connected(Some(false));
         self.params.set_many(&[
             self.p.state.value("disconnected".into()),
             self.p.error.value(e.to_string()),
@@ -290,7 +310,7 @@ impl State {
         }
         if fresh {
             tracing::info!("eiger: connected to {}", self.simplon.addr());
-            self.connected = Some(true);
+            self.set_connected(Some(true));
             self.p.error.set(&self.params, String::new());
             // A detector just powered on is not initialized ("na") and refuses to arm:
             // initialize it once, as ADEiger does at start-up.
@@ -358,7 +378,7 @@ impl State {
         let _ = self.params.set_by_name(record, 0);
         r?;
         // Settings may have changed (initialize restores defaults): read everything.
-        self.connected = None;
+        self.set_connected(None);
         self.poll();
         Ok(())
     }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use ndflow_core::{AttrValue, EpicsTimeStamp, NDArray, NDAttribute, ParamDef, ParamStore, Pool};
 use ndflow_runtime::port_params::{bind, driver_layout, DriverBase};
-use ndflow_runtime::{Driver, DriverError, PutHandler};
+use ndflow_runtime::{ConnectionProbe, Driver, DriverError, PutHandler};
 use serde_json::{json, Value};
 
 use crate::control::Control;
@@ -466,6 +466,11 @@ impl Driver for EigerDriver {
         let handler = control.put_handler();
         self.control = Some(control);
         Some(handler)
+    }
+
+    fn connection(&self) -> Option<ConnectionProbe> {
+        let reachable = self.control.as_ref()?.reachable();
+        Some(Arc::new(move || reachable.load(Ordering::Acquire)))
     }
 
     fn start(&mut self, params: &ParamStore) -> Result<(), DriverError> {

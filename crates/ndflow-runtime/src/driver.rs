@@ -26,6 +26,9 @@ pub enum DriverError {
 /// file, the Python API), on the writer's thread: it must only queue work.
 pub type PutHandler = Box<dyn Fn(usize, &ParamValue) + Send + Sync>;
 
+/// Says whether a driver's detector is reachable now (see [`Driver::connection`]).
+pub type ConnectionProbe = Arc<dyn Fn() -> bool + Send + Sync>;
+
 /// A detector driver. Runs on its own acquisition thread, so `&mut self` is fine.
 pub trait Driver: Send + 'static {
     /// e.g. "simDetector" (for logs).
@@ -67,6 +70,12 @@ pub trait Driver: Send + 'static {
     /// A driver that acts on a write at once, whether or not it is acquiring (a setting sent
     /// to the detector), returns its handler here; called once, after `init`.
     fn put_handler(&mut self, _params: &Arc<ParamStore>) -> Option<PutHandler> {
+        None
+    }
+    /// A driver of a detector that can be unreachable (over a network) returns how to ask;
+    /// called once, after `put_handler`. While it answers false the port shows
+    /// `DetectorState_RBV` = Disconnected (an INVALID alarm, as ADBase.template declares it).
+    fn connection(&self) -> Option<ConnectionProbe> {
         None
     }
 }

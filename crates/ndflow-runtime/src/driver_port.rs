@@ -11,7 +11,7 @@ use ndflow_core::{CoreError, NDArray, ParamStore, ParamValue, Pool};
 use parking_lot::{Condvar, Mutex};
 
 use crate::attr_file::PortAttributes;
-use crate::driver::{Driver, DriverError, PutHandler};
+use crate::driver::{ConnectionProbe, Driver, DriverError, PutHandler};
 use crate::meta::FrameMeta;
 use crate::plugin_port::Fanout;
 use crate::port_params::{ArrayBaseParams, DetectorState, DriverBase};
@@ -51,6 +51,8 @@ pub struct DriverPort {
     pub(crate) attrs: PortAttributes,
     /// The driver's own reaction to external writes (see [`Driver::put_handler`]).
     put_handler: Option<PutHandler>,
+    /// Whether the detector is reachable ([`Driver::connection`]).
+    connection: Option<ConnectionProbe>,
 }
 
 impl DriverPort {
@@ -65,6 +67,7 @@ impl DriverPort {
         base.array.port_name.set(&params, name.to_string());
         driver.init(&params)?;
         let put_handler = driver.put_handler(&params);
+        let connection = driver.connection();
         let max_mb = base.array.pool_max_mem.get(&params);
         let pool = Pool::new((max_mb * 1e6) as usize);
         let port = Arc::new(DriverPort {
@@ -87,6 +90,7 @@ impl DriverPort {
             publish_all,
             attrs: PortAttributes::default(),
             put_handler,
+            connection,
         });
         let p = port.clone();
         let handle = std::thread::Builder::new()
@@ -371,10 +375,20 @@ impl DriverPort {
             d.num_images_counter
                 .value(self.images_counter.load(Ordering::Acquire)),
         );
-        w.push(
-            d.detector_state
-                .value(self.state.load(Ordering::Acquire) as i64),
-        );
+        // Between acquisitions a detector that cannot be reached is shown as such, over the
+        // outcome of the last acquisition (an Error because it went away says less).
+        let mut state = self.state.load(Ordering::Acquire);
+        let between = [
+            DetectorState::Idle,
+            DetectorState::Error,
+            DetectorState::Aborted,
+        ]
+        .iter()
+        .any(|s| *s as u8 == state);
+        if between && !self.connection.as_ref().is_none_or(|c| c()) {
+            state = DetectorState::Disconnected as u8;
+        }
+        w.push(d.detector_state.value(state as i64));
         w.push(d.dropped_arrays.value(self.dropped() as i64));
         w.push(d.time_remaining.value(self.time_remaining()));
         w.push(a.num_queued_arrays.value((self.busy_probe)() as i64));

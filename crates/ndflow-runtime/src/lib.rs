@@ -31,7 +31,7 @@ mod wakeup;
 
 pub use accounting::{Accounting, DropReason};
 pub use attr_file::{PortAttributes, PvCell, PvRead, PvReader, PvSource};
-pub use driver::{Driver, DriverError, PutHandler};
+pub use driver::{ConnectionProbe, Driver, DriverError, PutHandler};
 pub use driver_port::DriverPort;
 pub use graph::{Graph, GraphError, PortHandle};
 pub use harness::PluginHarness;
