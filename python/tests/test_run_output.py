@@ -245,6 +245,49 @@ def test_server_counters_are_pvs(ioc):
     assert out["partial"] == 0, out
 
 
+def test_health_pvs(ioc):
+    """$(P)NDFLOW: Version, StartTime, Uptime, CpuPercent, ResidentMB, Threads, OpenFiles, the
+    pools and the workers: what devIocStats gives an EPICS IOC, plausible under load, over
+    pvAccess and Channel Access; and the driver's StatusMessage names ndflow before any run."""
+    ioc.wait_served()
+    ctx = ioc.ctx
+    h = P + "NDFLOW:"
+    text = lambda pv: str.__str__(ctx.get(pv))  # p4p's str of a string PV adds its time
+    assert text(h + "Version") == text(P + "cam1:DriverVersion_RBV")
+    assert text(P + "cam1:StatusMessage_RBV").startswith("ndflow ")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", text(h + "StartTime"))
+    assert text(h + "ConfigFile").endswith("/ioc.toml")
+    assert ctx.get(h + "ProcessId") == ioc.proc.pid
+    assert ctx.get(h + "CpuCount") >= 1
+    assert ctx.get(h + "WorkerThreads") >= 1
+    # Load: frames as fast as the simulator makes them, for three seconds.
+    ctx.put(P + "cam1:AcquirePeriod", 0.0, wait=True)
+    ctx.put(P + "cam1:ImageMode", "Continuous", wait=True)
+    ctx.put(P + "cam1:Acquire", 1)
+    try:
+        time.sleep(2.5)
+        out = ca_client(
+            ioc,
+            """
+            import time
+            h = P + "NDFLOW:"
+            out["cpu"] = epics.caget(h + "CpuPercent", use_monitor=False, timeout=5)
+            out["rss"] = epics.caget(h + "ResidentMB", timeout=5)
+            out["threads"] = epics.caget(h + "Threads", timeout=5)
+            out["files"] = epics.caget(h + "OpenFiles", timeout=5)
+            out["pool"] = epics.caget(h + "PoolUsedMB", timeout=5)
+            out["up1"] = epics.caget(h + "Uptime", use_monitor=False, timeout=5)
+            time.sleep(1.2)
+            out["up2"] = epics.caget(h + "Uptime", use_monitor=False, timeout=5)
+            """,
+        )
+    finally:
+        ctx.put(P + "cam1:Acquire", 0, wait=True)
+    assert out["cpu"] > 0 and out["rss"] > 1 and out["threads"] >= 3, out
+    assert out["files"] >= 3 and out["pool"] > 0, out
+    assert out["up2"] > out["up1"] >= 2, out
+
+
 @pytest.mark.parametrize("status", [False, True])
 def test_status_line_only_on_a_terminal_or_with_status(ndflow_bin, tmp_path, status):
     cfg = tmp_path / "ioc.toml"

@@ -65,6 +65,11 @@ impl DriverPort {
     ) -> Result<Arc<DriverPort>, DriverError> {
         let base = DriverBase::of(params.layout());
         base.array.port_name.set(&params, name.to_string());
+        // What an operator reads first on a fresh IOC: which ndflow runs it (a driver may
+        // replace it at once with its own news).
+        base.driver
+            .status_message
+            .set(&params, format!("ndflow {}", env!("CARGO_PKG_VERSION")));
         driver.init(&params)?;
         let put_handler = driver.put_handler(&params);
         let connection = driver.connection();

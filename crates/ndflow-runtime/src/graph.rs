@@ -358,6 +358,11 @@ impl Graph {
         }
     }
 
+    /// (worker threads, workers running a plugin now).
+    pub fn workers(&self) -> (usize, usize) {
+        self.inner.sched.worker_counts()
+    }
+
     /// Frames still queued, in flight or waiting to be sorted, over all plugins.
     pub fn busy(&self) -> u64 {
         self.inner.busy()

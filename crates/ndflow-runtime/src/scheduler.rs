@@ -65,6 +65,13 @@ pub(crate) fn batch<R>(f: impl FnOnce() -> R) -> R {
 }
 
 impl Scheduler {
+    /// (worker threads, workers running a port now): an idle worker sleeps.
+    pub(crate) fn worker_counts(&self) -> (usize, usize) {
+        let total = self.threads.lock().len();
+        let asleep = self.sleepers.load(Ordering::Relaxed);
+        (total, total.saturating_sub(asleep))
+    }
+
     pub(crate) fn start(workers: usize) -> Arc<Scheduler> {
         let sched = Arc::new(Scheduler {
             injector: Injector::new(),

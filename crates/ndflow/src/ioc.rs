@@ -130,6 +130,7 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     let show_status = show_status_line(opts.quiet, opts.status);
     let mut status = StatusLine::new();
     let started = Instant::now();
+    let mut health = crate::health::Health::start(&ioc_port.store, file);
     let mut last_print = Instant::now();
     let tick = if opts.until_idle {
         Duration::from_millis(20)
@@ -139,6 +140,7 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     loop {
         let _ = stop_rx.recv_timeout(tick);
         crate::server_stats::update(&ioc_port.store, &servers);
+        health.update(&ioc_port.store, &graph);
         if STOP.load(Ordering::SeqCst) {
             status.say(&[
                 "stopping: acquisition off, draining plugins (Ctrl-C again to quit now)".into(),

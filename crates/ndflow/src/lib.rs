@@ -4,7 +4,10 @@
 //! ([`config`], [`registry`]); [`pvdir`] names every parameter of every port as a PV, served
 //! over pvAccess ([`pva`]) and Channel Access ([`ca`]) under the config's access rules
 //! ([`access`]); [`ioc::run`] runs it, printing state changes ([`events`]) or a live status
-//! line ([`status`]), with the log level a PV ([`logging`]), and writes the JSON summary.
+//! line ([`status`]), with the log level a PV ([`logging`]), alarms declared with the
+//! parameters and the IOC's own health and server counters as PVs ([`health`],
+//! [`server_stats`]), settings kept across restarts ([`state`]), and writes the JSON summary;
+//! [`screens`] writes operator screens from the declarations.
 //! [`vds`] joins the files of several writers, [`pv_cmd`] and [`ca_cmd`] are the scripts'
 //! pvAccess and Channel Access clients (printing through [`cli_fmt`]) and [`reference`] prints
 //! the parameter tables.
@@ -18,6 +21,7 @@ pub mod ca_cmd;
 pub mod cli_fmt;
 pub mod config;
 pub mod events;
+pub mod health;
 pub mod ioc;
 pub mod logging;
 pub mod pv_attrs;

@@ -67,12 +67,13 @@ pub fn level_index(filter: &str) -> usize {
 }
 
 /// The IOC's own parameter store, served as `$(P)NDFLOW:…` (with the servers' counters,
-/// [`crate::server_stats`]). With `log`, `LogLevel` starts at
+/// [`crate::server_stats`], and the process's health, [`crate::health`]). With `log`, `LogLevel` starts at
 /// the level of its initial filter and installs the filter of each value written to it.
 pub fn ioc_port(log: Option<&LogControl>) -> IocPort {
     let store = Arc::new(ParamStore::new(&[
         IOC_PARAMS,
         crate::server_stats::SERVER_STATS,
+        crate::health::HEALTH,
     ]));
     if let Some(log) = log {
         let idx = store.index("LogLevel");
