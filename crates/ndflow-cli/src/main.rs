@@ -272,6 +272,9 @@ enum StateCmd {
         /// The state file, if not the config's default (CONFIG stem + .state.toml).
         #[arg(long, value_name = "FILE")]
         state: Option<PathBuf>,
+        /// As given to `run`: an IOC run with `--prefix W1:` keeps CONFIG stem.W1.state.toml.
+        #[arg(long, value_name = "PREFIX")]
+        prefix: Option<String>,
     },
     /// Per saved key: the config's value -> the saved one; then the keys that no longer fit
     /// the config (unknown port or key, a value the parameter refuses).
@@ -279,6 +282,8 @@ enum StateCmd {
         config: PathBuf,
         #[arg(long, value_name = "FILE")]
         state: Option<PathBuf>,
+        #[arg(long, value_name = "PREFIX")]
+        prefix: Option<String>,
         /// As given to `run` (the config's values are compared with these applied).
         #[arg(long, value_name = "PORT.KEY=VALUE", value_parser = parse_setting)]
         set: Vec<(String, String, String)>,
@@ -288,6 +293,8 @@ enum StateCmd {
         config: PathBuf,
         #[arg(long, value_name = "FILE")]
         state: Option<PathBuf>,
+        #[arg(long, value_name = "PREFIX")]
+        prefix: Option<String>,
     },
     /// Test mode: rewrite FILE as fast as possible for a few seconds (the tests kill it).
     #[command(hide = true)]
@@ -298,9 +305,9 @@ enum StateCmd {
     },
 }
 
-/// `--state FILE`, else the config's default state file.
-fn state_path(config: &std::path::Path, state: Option<PathBuf>) -> PathBuf {
-    state.unwrap_or_else(|| ndflow::state::default_path(config))
+/// `--state FILE`, else the default state file of the config (and `--prefix`).
+fn state_path(config: &std::path::Path, prefix: Option<&str>, state: Option<PathBuf>) -> PathBuf {
+    state.unwrap_or_else(|| ndflow::state::default_path(config, prefix))
 }
 
 fn parse_listen(s: &str) -> Result<ndflow_net::Listen, String> {
@@ -384,10 +391,11 @@ fn main() -> ExitCode {
                     print_table: false,
                     no_pva,
                     no_ca,
+                    // Before `prefix` moves: the default state file depends on it.
+                    state: (!no_state).then(|| state_path(&config, prefix.as_deref(), state)),
                     prefix,
                     sets: set,
                     listen,
-                    state: (!no_state).then(|| state_path(&config, state)),
                 },
             )
         }),
@@ -520,22 +528,33 @@ fn main() -> ExitCode {
             } => ca_cmd::monitor(&names, count, ca_cmd::Opts { timeout, elements }),
         },
         Cmd::State { op } => match op {
-            StateCmd::Show { config, state } => {
-                ndflow::state::show(&state_path(&config, state)).map(|s| print!("{s}"))
-            }
-            StateCmd::Diff { config, state, set } => read_config(&config)
+            StateCmd::Show {
+                config,
+                state,
+                prefix,
+            } => ndflow::state::show(&state_path(&config, prefix.as_deref(), state))
+                .map(|s| print!("{s}")),
+            StateCmd::Diff {
+                config,
+                state,
+                prefix,
+                set,
+            } => read_config(&config)
                 .and_then(|text| {
                     ndflow::state::diff(
                         &text,
                         &config.display().to_string(),
-                        &state_path(&config, state),
+                        &state_path(&config, prefix.as_deref(), state),
                         &set,
                     )
                 })
                 .map(|s| print!("{s}")),
-            StateCmd::Clear { config, state } => {
-                ndflow::state::clear(&state_path(&config, state)).map(|s| print!("{s}"))
-            }
+            StateCmd::Clear {
+                config,
+                state,
+                prefix,
+            } => ndflow::state::clear(&state_path(&config, prefix.as_deref(), state))
+                .map(|s| print!("{s}")),
             StateCmd::StressWrite { file, seconds } => ndflow::state::stress_write(
                 &file,
                 std::time::Duration::try_from_secs_f64(seconds.clamp(0.0, 600.0))

@@ -2,7 +2,8 @@
 //! request files (docs/state.md).
 //!
 //! `ndflow run CONFIG` keeps a state file beside the config ([`default_path`]:
-//! `ioc.toml` → `ioc.state.toml`; `--state FILE` elsewhere, `--no-state` none). It holds every
+//! `ioc.toml` → `ioc.state.toml`, with `--prefix W1:` `ioc.W1.state.toml`; `--state FILE`
+//! elsewhere, `--no-state` none). It holds every
 //! saved parameter ([`rule`]) whose value differs from what the config and `--set` gave it at
 //! start, written shortly after a change ([`saver`]) and atomically ([`file`]). At start the
 //! config's values come first, then the state file's, then `--set`: [`start`] restores the file
@@ -33,12 +34,29 @@ pub use saver::{Saver, Timing, Tracked};
 /// The state file of a config: beside it, its stem plus this (`ioc.toml` → `ioc.state.toml`).
 pub const SUFFIX: &str = ".state.toml";
 
-/// Where `ndflow run CONFIG` keeps its state without `--state`.
-pub fn default_path(config: &Path) -> PathBuf {
+/// Where `ndflow run CONFIG [--prefix P]` keeps its state without `--state`. The IOCs of a
+/// scale-out set share one config and differ by `--prefix`: each gets its own file
+/// (`writer.toml --prefix W1:` → `writer.W1.state.toml`).
+pub fn default_path(config: &Path, prefix: Option<&str>) -> PathBuf {
     let stem = config
         .file_stem()
         .map_or_else(|| "ndflow".into(), |s| s.to_string_lossy().into_owned());
-    config.with_file_name(format!("{stem}{SUFFIX}"))
+    // The prefix as a file name part: letters, digits, - and _ (others become _).
+    let tag: String = prefix
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    match tag.trim_matches('_') {
+        "" => config.with_file_name(format!("{stem}{SUFFIX}")),
+        t => config.with_file_name(format!("{stem}.{t}{SUFFIX}")),
+    }
 }
 
 /// `--set` pairs (port, key), which win over the state file.
@@ -459,10 +477,25 @@ type = "roi"
     #[test]
     fn the_default_path_is_beside_the_config() {
         assert_eq!(
-            default_path(Path::new("/etc/ndflow/ioc.toml")),
+            default_path(Path::new("/etc/ndflow/ioc.toml"), None),
             Path::new("/etc/ndflow/ioc.state.toml")
         );
-        assert_eq!(default_path(Path::new("ioc")), Path::new("ioc.state.toml"));
+        assert_eq!(
+            default_path(Path::new("ioc"), None),
+            Path::new("ioc.state.toml")
+        );
+        assert_eq!(
+            default_path(Path::new("/etc/ndflow/writer.toml"), Some("W1:")),
+            Path::new("/etc/ndflow/writer.W1.state.toml")
+        );
+        assert_eq!(
+            default_path(Path::new("w.toml"), Some("BL 7:det/1:")),
+            Path::new("w.BL_7_det_1.state.toml")
+        );
+        assert_eq!(
+            default_path(Path::new("w.toml"), Some(":")),
+            Path::new("w.state.toml")
+        );
     }
 
     #[test]
