@@ -307,6 +307,8 @@ type CompleteFn = Box<dyn FnOnce(Result<(), String>) + Send>;
 pub struct PutCompletion {
     notify: bool,
     f: Option<CompleteFn>,
+    /// The writer's (host, user) as the server knows them.
+    client: Option<(String, String)>,
 }
 
 impl PutCompletion {
@@ -315,7 +317,19 @@ impl PutCompletion {
         Self {
             notify,
             f: Some(Box::new(f)),
+            client: None,
         }
+    }
+
+    /// Names the client that writes (its host and user, from HOST_NAME/CLIENT_NAME).
+    pub fn with_client(mut self, host: String, user: String) -> Self {
+        self.client = Some((host, user));
+        self
+    }
+
+    /// (host, user) of the client that writes, when the server named it.
+    pub fn client(&self) -> Option<(&str, &str)> {
+        self.client.as_ref().map(|(h, u)| (h.as_str(), u.as_str()))
     }
 
     pub fn done(mut self) {

@@ -64,6 +64,10 @@ enum Cmd {
         /// Neither restore nor save settings.
         #[arg(long, conflicts_with = "state")]
         no_state: bool,
+        /// Append every accepted client write (time, protocol, user@host, PV, old -> new) to
+        /// this file; the log has them at info level anyway (target ndflow::put).
+        #[arg(long, value_name = "FILE")]
+        put_log: Option<PathBuf>,
     },
     /// Validate a config file (with the same --prefix/--set as `run`): builds every port and
     /// PV name without acquiring or serving, and prints what it holds.
@@ -378,6 +382,7 @@ fn main() -> ExitCode {
             listen,
             state,
             no_state,
+            put_log,
         } => read_config(&config).and_then(|text| {
             ioc::run(
                 &text,
@@ -396,6 +401,7 @@ fn main() -> ExitCode {
                     prefix,
                     sets: set,
                     listen,
+                    put_log,
                 },
             )
         }),
@@ -453,6 +459,7 @@ fn main() -> ExitCode {
                 sets: Vec::new(),
                 listen: None,
                 state: None,
+                put_log: None,
             },
         ),
         Cmd::Bench { which } => ndflow_bench::cli::run(which),

@@ -148,12 +148,18 @@ impl CaProvider {
                     let Some(dir) = weak.upgrade() else {
                         return completion.fail("the IOC is shutting down".into());
                     };
-                    // The server checked the channel's access rights already.
+                    // The server checked the channel's access rights already; the client
+                    // is named for the put log (the rules give it the same answer again).
                     let wait = completion.is_notify();
+                    let who = completion.client().map(|(host, user)| ClientInfo {
+                        host: host.to_string(),
+                        user: user.to_string(),
+                        protocol: "ca",
+                    });
                     dir.put(
                         id,
                         from_ca(def, value),
-                        None,
+                        who.as_ref(),
                         wait,
                         Box::new(move |r| match r {
                             Ok(()) => completion.done(),
@@ -201,6 +207,7 @@ impl PvProvider for CaProvider {
         let client = ClientInfo {
             host: host.to_string(),
             user: user.to_string(),
+            protocol: "ca",
         };
         match self.dir.rights(pv, &client) {
             Rights::None => Access::None,

@@ -46,6 +46,8 @@ pub struct RunOptions {
     pub listen: Option<ndflow_net::Listen>,
     /// The state file: settings saved across restarts ([`crate::state`]); `None`: none.
     pub state: Option<PathBuf>,
+    /// `--put-log FILE`: accepted client writes appended there too ([`crate::put_log`]).
+    pub put_log: Option<PathBuf>,
 }
 
 /// The embedded demo pipeline, acquiring `frames` frames.
@@ -99,6 +101,11 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
             .to_string()
         })?;
     }
+    let put_log = opts
+        .put_log
+        .as_deref()
+        .map(crate::put_log::PutLog::open)
+        .transpose()?;
     let ioc_port = logging::ioc_port(opts.log.as_ref());
     let servers = serve::serve_with(
         &graph,
@@ -113,6 +120,9 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
         },
         std::slice::from_ref(&ioc_port),
     )?;
+    if let (Some(log), Some(dir)) = (put_log, &servers.dir) {
+        dir.set_put_log(log);
+    }
     // A second Ctrl-C (or SIGTERM, SIGHUP) while stopping exits at once. The first wakes the
     // loop below, as does the start or end of an acquisition; otherwise it sleeps a second
     // (20 ms with --until-idle, to notice idle) and, while idle, prints nothing.

@@ -25,6 +25,7 @@ pub mod health;
 pub mod ioc;
 pub mod logging;
 pub mod pv_attrs;
+pub mod put_log;
 pub mod pv_cmd;
 pub mod pva;
 pub mod pvdir;

@@ -40,6 +40,7 @@ use ndflow_runtime::{Graph, GraphError};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::access::{AccessRules, Rights};
+use crate::put_log::PutLog;
 
 /// Shortest time between two monitor posts of one parameter.
 pub const POST_INTERVAL: Duration = Duration::from_millis(10);
@@ -154,11 +155,13 @@ impl ParamSlot {
     }
 }
 
-/// Who is asking: the client's host (peer address or announced host name) and user name.
+/// Who is asking: the client's host (peer address or announced host name), user name and
+/// protocol ("ca", "pva").
 #[derive(Debug, Clone, Default)]
 pub struct ClientInfo {
     pub host: String,
     pub user: String,
+    pub protocol: &'static str,
 }
 
 /// Called once with the outcome of a put: `Ok` when applied (busy records: when done).
@@ -194,6 +197,8 @@ pub struct PvDirectory {
     /// value it posts while it holds this, so a view is never handed an older value after a
     /// newer one.
     posting: Mutex<()>,
+    /// Where accepted client writes are recorded ([`PutLog`]).
+    put_log: RwLock<Arc<PutLog>>,
 }
 
 impl PvDirectory {
@@ -272,6 +277,7 @@ impl PvDirectory {
             sinks: RwLock::new(Vec::new()),
             pending: (Mutex::new(Pending::default()), Condvar::new()),
             posting: Mutex::new(()),
+            put_log: RwLock::new(Arc::new(PutLog::log_only())),
         });
         dir.listen();
         Ok(dir)
@@ -460,6 +466,11 @@ impl PvDirectory {
         }
     }
 
+    /// Records accepted client writes in `log` too (the log always has them).
+    pub fn set_put_log(&self, log: PutLog) {
+        *self.put_log.write() = Arc::new(log);
+    }
+
     /// Registers a protocol view. Every parameter is then posted once, so a change made while
     /// the view was creating its PVs is not missed.
     pub fn add_sink(&self, sink: Sink) {
@@ -506,9 +517,10 @@ impl PvDirectory {
         let waits = wait
             && s.def.record.completes_when_done()
             && s.def.coerce(value.clone()).ok().and_then(|v| v.as_i64()) != Some(0);
+        let old = s.value();
         if !waits {
             let r = self.put_and_post(&graph, s, value);
-            log_put(&e.name, client, &r);
+            self.log_put(e, s, client, &old, &r);
             if r.is_ok() {
                 // A get after the put's reply must see the new value and everything the put
                 // changed (FilePath → FilePathExists), not wait for the publisher's next round.
@@ -529,7 +541,7 @@ impl PvDirectory {
             id
         };
         let r = self.put_and_post(&graph, s, value);
-        log_put(&e.name, client, &r);
+        self.log_put(e, s, client, &old, &r);
         if let Err(err) = r {
             let mine = {
                 let mut w = self.waiters.lock();
@@ -679,19 +691,29 @@ impl PvDirectory {
     }
 }
 
-/// Every put at debug level (who wrote what, and whether it was applied): `NDFLOW_LOG=debug`
-/// or `$(P)NDFLOW:LogLevel` = debug while running.
-fn log_put(pv: &str, client: Option<&ClientInfo>, r: &Result<ParamValue, GraphError>) {
-    if !tracing::enabled!(tracing::Level::DEBUG) {
-        return;
-    }
-    let who = client.map_or_else(
-        || "a Channel Access client".to_string(),
-        |c| format!("{}@{}", c.user, c.host),
-    );
-    match r {
-        Ok(v) => tracing::debug!("put {pv} = {v} by {who}"),
-        Err(e) => tracing::debug!("put {pv} by {who} refused: {e}"),
+impl PvDirectory {
+    /// An accepted put goes to the put log (old → new value as stored); a refused one is
+    /// logged at debug level with its reason.
+    fn log_put(
+        &self,
+        e: &PvEntry,
+        s: &ParamSlot,
+        client: Option<&ClientInfo>,
+        old: &ParamValue,
+        r: &Result<ParamValue, GraphError>,
+    ) {
+        match r {
+            Ok(_) => {
+                let log = self.put_log.read().clone();
+                log.record(&e.name, s.def, client, old, &s.value());
+            }
+            Err(err) => {
+                let who = client.map_or_else(String::new, |c| {
+                    format!(" by {} {}@{}", c.protocol, c.user, c.host)
+                });
+                tracing::debug!("put {}{who} refused: {err}", e.name);
+            }
+        }
     }
 }
 

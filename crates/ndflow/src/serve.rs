@@ -30,6 +30,8 @@ pub struct ServeOptions<'a> {
 pub struct Servers {
     pub ca: Option<CaService>,
     pub pva: Option<PvaService>,
+    /// The directory both serve (none when neither runs).
+    pub dir: Option<Arc<PvDirectory>>,
     _publisher: Option<Publisher>,
 }
 
@@ -97,6 +99,7 @@ pub fn serve_with(
         return Ok(Servers {
             ca: None,
             pva: None,
+            dir: None,
             _publisher: None,
         });
     }
@@ -115,6 +118,7 @@ pub fn serve_with(
         ca,
         pva,
         _publisher: Some(dir.start_publisher()?),
+        dir: Some(dir),
     })
 }
 

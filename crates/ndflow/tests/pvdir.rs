@@ -43,6 +43,7 @@ fn local() -> ClientInfo {
     ClientInfo {
         host: "127.0.0.1".into(),
         user: "tester".into(),
+        protocol: "test",
     }
 }
 
@@ -175,6 +176,7 @@ fn access_rules_decide_rights_per_pv_host_and_user() {
     let op = ClientInfo {
         host: "127.0.0.1".into(),
         user: "operator".into(),
+        protocol: "test",
     };
     assert_eq!(put(&dir, "D:cam1:SizeX", 8.into(), Some(&op)).0, Ok(()));
     assert_eq!(g.get("SIM1", "SizeX").unwrap(), ParamValue::Int(8));

@@ -372,7 +372,10 @@ impl Session {
                 }
             })
         };
-        c.pv.put(value, completion);
+        c.pv.put(
+            value,
+            completion.with_client(self.host.clone(), self.user.clone()),
+        );
     }
 
     fn event_add(&mut self, h: &Header, payload: &[u8], out: &mut Vec<Vec<u8>>) {

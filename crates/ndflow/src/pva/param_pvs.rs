@@ -144,6 +144,7 @@ fn client_info(c: &ClientId) -> ClientInfo {
     ClientInfo {
         host: c.peer.map_or(String::new(), |a| a.ip().to_string()),
         user: c.user.clone(),
+        protocol: "pva",
     }
 }
 
