@@ -36,14 +36,15 @@ trap stop_all EXIT
 head_pv() { "$NDFLOW" pv "$@"; }
 
 for k in $(seq 1 "$N"); do
-    "$NDFLOW" run "$HERE/writer.toml" --quiet --prefix "W$k:" \
+    # --no-state: each run starts from the config and the --set values above, nothing saved.
+    "$NDFLOW" run "$HERE/writer.toml" --quiet --no-state --prefix "W$k:" \
         --set PVAD1.PvName=HEAD:Pva$k:Image --set HDF1.FilePath="$DIR" --set HDF1.FileName="w$k" \
         > "$DIR/w$k.log" 2>&1 &
     pids+=($!)
 done
 disable=()
 for k in $(seq $((N + 1)) 4); do disable+=(--set "PVA$k.EnableCallbacks=Disable"); done
-"$NDFLOW" run "$HERE/head.toml" --quiet \
+"$NDFLOW" run "$HERE/head.toml" --quiet --no-state \
     --set SIM1.NumImages="$FRAMES" "${disable[@]}" > "$DIR/head.log" 2>&1 &
 pids+=($!)
 

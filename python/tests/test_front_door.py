@@ -51,7 +51,7 @@ class Ioc:
         self.log = log
         with open(log, "w") as f:
             self.proc = subprocess.Popen(
-                ns.cmd([ndflow_bin, "run", IOC_CONFIG, *args]), env=env, stdout=f, stderr=subprocess.STDOUT
+                ns.cmd([ndflow_bin, "run", IOC_CONFIG, "--no-state", *args]), env=env, stdout=f, stderr=subprocess.STDOUT
             )
         ns.procs.append(self.proc)
         deadline = time.time() + 20
