@@ -1,7 +1,7 @@
 //! The configuration/PV reference, generated from the parameter declarations.
 
 use ndflow_core::param::DefaultValue;
-use ndflow_core::{ParamDef, ParamKind, ParamValue};
+use ndflow_core::{AlarmRule, ParamDef, ParamKind, ParamValue, Severity};
 use ndflow_runtime::PortArgs;
 
 use crate::registry;
@@ -64,6 +64,42 @@ pub fn markdown_with(type_name: &str, keys: &[(String, ParamValue)]) -> Result<S
     Ok(tables_markdown(&t.param_tables(&args)?))
 }
 
+/// "; alarm: …" — when the parameter's records alarm ([`ndflow_core::alarm`]).
+fn alarm_text(d: &ParamDef) -> String {
+    let pct = |f: f64| format!("{}%", (f * 100.0).round());
+    match d.alarm {
+        AlarmRule::None => String::new(),
+        AlarmRule::States {
+            severities,
+            outputs,
+        } => {
+            let names = d.choices(true).unwrap_or(&[]);
+            let states: Vec<String> = severities
+                .iter()
+                .zip(names)
+                .filter(|(s, _)| **s != Severity::NoAlarm)
+                .map(|(s, n)| format!("{} on {n:?}", s.name()))
+                .collect();
+            let on = if outputs { "both records" } else { "readback" };
+            format!("; alarm ({on}): {}", states.join(", "))
+        }
+        AlarmRule::Levels(l) => {
+            let mut parts = Vec::new();
+            let mut add = |f: Option<f64>, what: &str, sev: &str| {
+                if let Some(f) = f {
+                    parts.push(format!("{what} {} of {} {sev}", pct(f), l.of));
+                }
+            };
+            add(l.hihi, "HIHI at >=", "MAJOR");
+            add(l.high, "HIGH at >=", "MINOR");
+            add(l.low, "LOW at <=", "MINOR");
+            add(l.lolo, "LOLO at <=", "MAJOR");
+            format!("; alarm: {}", parts.join(", "))
+        }
+        AlarmRule::NonZero(sev) => format!("; alarm: {} while non-zero", sev.name()),
+    }
+}
+
 fn tables_markdown(tables: &[(&'static str, &'static [ParamDef])]) -> String {
     let mut out = String::new();
     // A declaration a later table overrides (the sim's ColorMode) is listed only there.
@@ -85,7 +121,9 @@ fn tables_markdown(tables: &[(&'static str, &'static [ParamDef])]) -> String {
                 kind(d),
                 default(d),
                 limits(d),
-                d.desc.replace('|', "\\|")
+                format!("{}{}", d.desc, alarm_text(d))
+                    .trim_start_matches("; ")
+                    .replace('|', "\\|")
             ));
         }
     }
