@@ -79,9 +79,6 @@ pub struct PluginPort {
     max_byte_rate: AtomicU64,
     sorter: Mutex<Sorter>,
     throttle: Mutex<Throttle>,
-    /// MaxArrayRate (arrays/s as f64 bits) and its bucket of at most one array.
-    max_array_rate: AtomicU64,
-    frame_throttle: Mutex<Throttle>,
     meta: Mutex<FrameMeta>,
     exec_ns: AtomicU64,
     array_counter: AtomicI64,
@@ -160,11 +157,6 @@ impl PluginPort {
                 tokens: 0.0,
                 last: Instant::now(),
             }),
-            max_array_rate: AtomicU64::new(0),
-            frame_throttle: Mutex::new(Throttle {
-                tokens: 1.0,
-                last: Instant::now(),
-            }),
             meta: Mutex::new(FrameMeta::default()),
             exec_ns: AtomicU64::new(0),
             array_counter: AtomicI64::new(0),
@@ -204,10 +196,6 @@ impl PluginPort {
             .store(self.base.array.array_callbacks.get(p), Ordering::Release);
         self.max_byte_rate
             .store(b.max_byte_rate.get(p).max(0.0).to_bits(), Ordering::Release);
-        self.max_array_rate.store(
-            b.max_array_rate.get(p).max(0.0).to_bits(),
-            Ordering::Release,
-        );
         let mut s = self.sorter.lock();
         s.sort_time = Duration::from_secs_f64(b.sort_time.get(p).clamp(0.0, 1e6));
         s.sort_size = b.sort_size.get(p).max(1) as usize;
@@ -230,6 +218,17 @@ impl PluginPort {
             self.disordered.store(count(), Ordering::Release);
         } else if b.dropped_output_arrays.is(idx) {
             self.dropped_output.store(count(), Ordering::Release);
+        } else if b.max_array_rate.is(idx) {
+            // ADCore's MaxArrayRate_COUT: the rate is MinCallbackTime's reciprocal, so the
+            // frames over it are skipped at the input (counted as DroppedMinTime).
+            let rate = value.as_f64().unwrap_or(0.0);
+            let time = if rate > 0.0 { 1.0 / rate } else { 0.0 };
+            b.min_callback_time.set(p, time);
+        } else if b.min_callback_time.is(idx) {
+            // ADCore's MaxArrayRate_RBV calc: 1 / MinCallbackTime (0 = no limit).
+            let time = value.as_f64().unwrap_or(0.0);
+            b.max_array_rate
+                .set(p, if time > 0.0 { 1.0 / time } else { 0.0 });
         } else if a.pool_max_mem.is(idx) || a.empty_free_list.is(idx) || a.pre_alloc_buffers.is(idx)
         {
             // The pool records act on the pool this port's outputs come from (its source's).

@@ -296,7 +296,7 @@ ndflow_core::params! {
             .min(0.0)
             .doc("Ignore arrays arriving sooner than this (s) after the last"),
         max_array_rate: float64("MaxArrayRate", 0.0).min(0.0).doc(
-            "Output frame-rate cap in arrays/s (0 = none); the outputs over it are dropped and counted",
+            "Input frame-rate cap in arrays/s (0 = none): sets MinCallbackTime to 1/MaxArrayRate, and follows it, as ADCore's records do; frames over it are skipped (DroppedMinTime)",
             ),
         max_byte_rate: float64("MaxByteRate", 0.0)
             .min(0.0)

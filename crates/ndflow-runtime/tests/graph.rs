@@ -197,6 +197,31 @@ fn drop_reasons_min_time_disabled_error() {
 }
 
 #[test]
+fn max_array_rate_is_min_callback_time_at_the_input() {
+    let g = sim_graph(1);
+    g.add_plugin("RATE", Arc::new(TestPlugin::new())).unwrap();
+    g.put("RATE", "NDArrayPort", "DRV").unwrap();
+    // As ADCore's MaxArrayRate_COUT: MinCallbackTime = 1 / MaxArrayRate.
+    g.put("RATE", "MaxArrayRate", 0.1).unwrap();
+    let p = g.plugin("RATE").unwrap();
+    let get = |n: &str| g.get("RATE", n).unwrap().as_f64().unwrap();
+    assert_eq!(get("MinCallbackTime"), 10.0);
+    configure_fast(&g, 20);
+    g.put("DRV", "Acquire", 1).unwrap();
+    wait_done(&g);
+    // Skipped at the input and counted there; nothing is dropped at the output.
+    let a = p.accounting();
+    assert_eq!((a.processed, a.dropped(DropReason::MinTime)), (1, 19));
+    assert_eq!(a.dropped_output, 0);
+    assert!(a.is_conserved());
+    // And the rate follows MinCallbackTime (MaxArrayRate_RBV's calc); 0 lifts both.
+    g.put("RATE", "MinCallbackTime", 0.5).unwrap();
+    assert_eq!(get("MaxArrayRate"), 2.0);
+    g.put("RATE", "MaxArrayRate", 0.0).unwrap();
+    assert_eq!(get("MinCallbackTime"), 0.0);
+}
+
+#[test]
 fn compressed_input_is_dropped_as_unsupported() {
     let g = Graph::new(1);
     let p = g.add_plugin("P", Arc::new(TestPlugin::new())).unwrap();

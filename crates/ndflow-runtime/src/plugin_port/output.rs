@@ -1,4 +1,5 @@
-//! The output side: MaxByteRate/MaxArrayRate throttling, SortMode ordering, forwarding.
+//! The output side: MaxByteRate throttling, SortMode ordering, forwarding. (MaxArrayRate
+//! acts at the input, through MinCallbackTime, as in ADCore.)
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -25,19 +26,6 @@ impl PluginPort {
     /// Throttles, sorts and forwards one output. False only when a round-robin output found
     /// no downstream port to take it (the caller counts the input as dropped).
     pub(super) fn emit(&self, out: Arc<NDArray>) -> bool {
-        let frames = f64::from_bits(self.max_array_rate.load(Ordering::Acquire));
-        if frames > 0.0 {
-            let mut t = self.frame_throttle.lock();
-            let now = Instant::now();
-            // At most one array of burst: outputs are spaced by 1/MaxArrayRate.
-            t.tokens = (t.tokens + frames * now.duration_since(t.last).as_secs_f64()).min(1.0);
-            t.last = now;
-            if t.tokens < 1.0 {
-                self.dropped_output.fetch_add(1, Ordering::Relaxed);
-                return true;
-            }
-            t.tokens -= 1.0;
-        }
         let rate = f64::from_bits(self.max_byte_rate.load(Ordering::Acquire));
         if rate > 0.0 {
             let bytes = out.compressed_size as f64;
