@@ -10,15 +10,11 @@
 Loopback only (netenv.py, with per-test free ports).
 """
 
-import os
 import signal
-import subprocess
-import sys
-import textwrap
 
 from interop import require
-from netenv import ca_client_env
 from pva_util import NdflowIoc, enum_index
+from pyepics_client import run_pyepics
 
 require("epics")
 
@@ -63,33 +59,8 @@ AutoSave = "Yes"
 EnableCallbacks = "Disable"
 """
 
-# pyepics in a subprocess: libca reads its environment once, when first loaded.
-CLIENT = r"""
-import json, sys, time
-import epics
-P = sys.argv[1]
-out = {}
-exec(sys.stdin.read())
-print("RESULT " + json.dumps(out))
-"""
-
-
 def ca_read(ioc, code):
-    import json
-
-    env = dict(os.environ)
-    env.update(ca_client_env(ioc.ca_port, ioc.ca_repeater))
-    p = subprocess.run(
-        [sys.executable, "-c", CLIENT, P],
-        input=textwrap.dedent(code),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
-    assert p.returncode == 0 and lines, f"client failed:\n{p.stdout}\n{p.stderr}\n{ioc.log_text()}"
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_pyepics(ioc, code, P)
 
 
 READ_WRITE_STATUS = """

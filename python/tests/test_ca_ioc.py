@@ -19,6 +19,7 @@ import pytest
 from interop import require
 from netenv import ca_client_env
 from pva_util import NdflowIoc
+from pyepics_client import run_pyepics
 
 epics = require("epics")
 require("caproto")
@@ -91,20 +92,6 @@ NDArrayPort = "SIM1"
 FilePath = "{DIR}"
 """
 
-# The client runs in a subprocess: libca reads its environment once, when first loaded, and
-# each IOC of this module has its own ports.
-CLIENT = r'''
-import json, sys, time
-import numpy as np
-import epics
-from epics import ca
-P = sys.argv[1]
-out = {}
-exec(sys.stdin.read())
-print("RESULT " + json.dumps(out))
-'''
-
-
 @pytest.fixture(scope="module")
 def ioc(ndflow_bin, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ca_ioc")
@@ -117,21 +104,7 @@ def ioc(ndflow_bin, tmp_path_factory):
 
 def run_client(ioc, code, timeout=120):
     """Runs pyepics `code` (which fills the dict `out`) against the IOC; returns `out`."""
-    import json
-
-    env = dict(os.environ)
-    env.update(ca_client_env(ioc.ca_port, ioc.ca_repeater))
-    p = subprocess.run(
-        [sys.executable, "-c", CLIENT, P],
-        input=textwrap.dedent(code),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
-    assert p.returncode == 0 and lines, f"client failed:\n{p.stdout}\n{p.stderr}\n{ioc.log_text()}"
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_pyepics(ioc, code, P, timeout)
 
 
 def test_native_types_follow_the_record_types(ioc):

@@ -9,18 +9,16 @@ while the IOC runs, over pvAccess and Channel Access.
 Loopback only: the IOC and its clients get netenv.py's loopback variables and free ports.
 """
 
-import os
 import re
 import signal
 import subprocess
-import sys
-import textwrap
 import time
 
 import pytest
 from interop import require
 from pva_util import NdflowIoc
-from netenv import ca_client_env, free_tcp_port, free_udp_port, process_env
+from pyepics_client import run_pyepics
+from netenv import free_tcp_port, free_udp_port, process_env
 
 P = "OUT13:"
 
@@ -318,33 +316,9 @@ def test_quiet_and_status_conflict(ndflow_bin, tmp_path):
 
 
 # pyepics runs in a subprocess: libca reads its environment once, when first loaded.
-CLIENT = r'''
-import json, sys
-import epics
-P = sys.argv[1]
-out = {}
-exec(sys.stdin.read())
-print("RESULT " + json.dumps(out))
-'''
-
-
 def ca_client(ioc, code):
     require("epics")
-    env = dict(os.environ)
-    env.update(ca_client_env(ioc.ca_port, ioc.ca_repeater))
-    p = subprocess.run(
-        [sys.executable, "-c", CLIENT, P],
-        input=textwrap.dedent(code),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
-    assert p.returncode == 0 and lines, f"client failed:\n{p.stdout}\n{p.stderr}\n{ioc.text()}"
-    import json
-
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_pyepics(ioc, code, P)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])

@@ -8,18 +8,17 @@ Loopback only: the IOCs and the clients get netenv.py's loopback variables and f
 (pva_util.NdflowIoc, netenv.ca_client_env).
 """
 
-import os
 import random
 import subprocess
-import sys
 import textwrap
 import time
 import tomllib
 
 import pytest
 from interop import require
-from netenv import ca_client_env, process_env
+from netenv import process_env
 from pva_util import NdflowIoc
+from pyepics_client import run_pyepics
 
 require("epics")
 
@@ -64,35 +63,9 @@ def state_file(tmp):
     return tmp / "ioc.state.toml"
 
 
-# pyepics runs in a subprocess: libca reads its environment once, when first loaded, and
-# each IOC here has its own ports.
-CLIENT = r'''
-import json, sys
-import epics
-P = sys.argv[1]
-out = {}
-exec(sys.stdin.read())
-print("RESULT " + json.dumps(out))
-'''
-
-
 def ca_client(ioc, code):
     """Runs pyepics `code` (which fills the dict `out`) against the IOC; returns `out`."""
-    import json
-
-    env = dict(os.environ)
-    env.update(ca_client_env(ioc.ca_port, ioc.ca_repeater))
-    p = subprocess.run(
-        [sys.executable, "-c", CLIENT, P],
-        input=textwrap.dedent(code),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
-    assert p.returncode == 0 and lines, f"client failed:\n{p.stdout}\n{p.stderr}\n{ioc.log_text()}"
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_pyepics(ioc, code, P)
 
 
 def wait_saved(path, pred, ioc, timeout=10.0):
