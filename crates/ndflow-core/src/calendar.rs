@@ -16,6 +16,13 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
+/// (year, month, day, hour, minute, second) in UTC of seconds since 1970-01-01T00:00:00Z.
+pub fn utc_from_secs(secs: i64) -> (i64, u32, u32, u32, u32, u32) {
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let s = secs.rem_euclid(86_400) as u32;
+    (y, m, d, s / 3600, s / 60 % 60, s % 60)
+}
+
 /// The day count from 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
 /// `days_from_civil`, the inverse of [`civil_from_days`]).
 pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {

@@ -85,14 +85,9 @@ impl PutLog {
 /// "2026-11-27T16:40:01.123Z".
 fn utc_millis(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (y, m, day) = ndflow_core::calendar::civil_from_days(secs.div_euclid(86_400));
-    let s = secs.rem_euclid(86_400);
+    let (y, m, day, h, mi, s) = ndflow_core::calendar::utc_from_secs(d.as_secs() as i64);
     format!(
-        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        s / 3600,
-        s / 60 % 60,
-        s % 60,
+        "{y:04}-{m:02}-{day:02}T{h:02}:{mi:02}:{s:02}.{:03}Z",
         d.subsec_millis()
     )
 }
