@@ -134,6 +134,22 @@ def test_dropped_frames_alarm_until_reset(ndflow_bin, tmp_path):
             """,
         )
         assert got == {"sevr": "NO_ALARM", "cb": "MINOR"}, got
+
+        # QueueFree's LOW limit follows QueueSize (a quarter of it, truncated: a longin's
+        # limits are integers), LOLO is 0: as fields and as DBR_CTRL's warning and alarm limits.
+        limits = """
+            q = P + "SLOW1:QueueFree"
+            out["low"] = epics.caget(q + ".LOW", timeout=5)
+            out["lolo"] = epics.caget(q + ".LOLO", timeout=5)
+            pv = epics.PV(q)
+            pv.wait_for_connection(5)
+            c = pv.get_ctrlvars(timeout=5)
+            out["ctrl"] = [c["lower_warning_limit"], c["lower_alarm_limit"]]
+            """
+        assert ca_read(ioc, limits) == {"low": 0.0, "lolo": 0.0, "ctrl": [0, 0]}
+        ioc.ctx.put(slow + "QueueSize", 22, wait=True)
+        ioc.wait_for(slow + "QueueFree", lambda v: v == 22)
+        assert ca_read(ioc, limits) == {"low": 5.0, "lolo": 0.0, "ctrl": [5, 0]}
     finally:
         ioc.close()
 

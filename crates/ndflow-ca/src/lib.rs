@@ -46,6 +46,6 @@ pub mod testing;
 
 pub use client::{Client, ClientConfig, ClientError, Reading, Subscription};
 pub use dbr::{DbrInfo, DbrType, Family};
-pub use pv::{Access, CaPv, PutCompletion, PvMeta, PvProvider, StaticProvider};
+pub use pv::{Access, AlarmLimits, CaPv, PutCompletion, PvMeta, PvProvider, StaticProvider};
 pub use server::{ConfigError, Server, ServerConfig};
 pub use value::{CaValue, NativeType, Values};

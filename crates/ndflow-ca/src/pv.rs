@@ -26,6 +26,8 @@ pub struct PvMeta {
     pub display_high: f64,
     pub control_low: f64,
     pub control_high: f64,
+    /// Alarm limits (.HIHI .HIGH .LOW .LOLO; DBR_GR/DBR_CTRL's alarm and warning limits).
+    pub alarm_limits: AlarmLimits,
     /// At most 16 of at most 25 chars go on the wire.
     pub enum_strings: Vec<String>,
     /// .DESC (at most 40 chars).
@@ -33,6 +35,15 @@ pub struct PvMeta {
     /// .RTYP, e.g. "ao", "mbbo", "waveform", "busy".
     pub record_type: String,
     pub writable: bool,
+}
+
+/// A record's level alarm limits; 0 where none is set, as in a record's fields.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AlarmLimits {
+    pub hihi: f64,
+    pub high: f64,
+    pub low: f64,
+    pub lolo: f64,
 }
 
 impl PvMeta {
@@ -63,6 +74,7 @@ impl PvMeta {
             display_high: 0.0,
             control_low: 0.0,
             control_high: 0.0,
+            alarm_limits: AlarmLimits::default(),
             enum_strings: Vec::new(),
             description: String::new(),
             record_type: record_type.into(),

@@ -90,6 +90,15 @@ pub struct Levels {
     pub lolo: Option<f64>,
 }
 
+impl Levels {
+    /// The limits (hihi, high, low, lolo) while the reference parameter holds `full`; `None`
+    /// where a level is not declared or the reference is not positive (no limit then).
+    pub fn limits(&self, full: f64) -> [Option<f64>; 4] {
+        let at = |f: Option<f64>| f.filter(|_| full > 0.0).map(|f| f * full);
+        [at(self.hihi), at(self.high), at(self.low), at(self.lolo)]
+    }
+}
+
 /// What makes a parameter's records alarm.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum AlarmRule {
@@ -133,17 +142,14 @@ impl AlarmRule {
             }
             AlarmRule::Levels(_) | AlarmRule::NonZero(_) if output => Alarm::NONE,
             AlarmRule::Levels(l) => {
-                let Some(full) = other(l.of).filter(|f| *f > 0.0) else {
-                    return Alarm::NONE;
-                };
-                let at = |f: Option<f64>| f.map(|f| f * full);
-                if at(l.hihi).is_some_and(|h| x >= h) {
+                let [hihi, high, low, lolo] = l.limits(other(l.of).unwrap_or(0.0));
+                if hihi.is_some_and(|h| x >= h) {
                     Alarm::new(Severity::Major, AlarmStatus::Hihi)
-                } else if at(l.lolo).is_some_and(|h| x <= h) {
+                } else if lolo.is_some_and(|h| x <= h) {
                     Alarm::new(Severity::Major, AlarmStatus::Lolo)
-                } else if at(l.high).is_some_and(|h| x >= h) {
+                } else if high.is_some_and(|h| x >= h) {
                     Alarm::new(Severity::Minor, AlarmStatus::High)
-                } else if at(l.low).is_some_and(|h| x <= h) {
+                } else if low.is_some_and(|h| x <= h) {
                     Alarm::new(Severity::Minor, AlarmStatus::Low)
                 } else {
                     Alarm::NONE

@@ -12,8 +12,10 @@
 
 use std::sync::Arc;
 
-use ndflow_ca::{Access, CaPv, CaValue, NativeType, PvMeta, PvProvider, Server, ServerConfig};
-use ndflow_core::{DataType, ParamDef, ParamKind, ParamValue, RecordHint};
+use ndflow_ca::{
+    Access, AlarmLimits, CaPv, CaValue, NativeType, PvMeta, PvProvider, Server, ServerConfig,
+};
+use ndflow_core::{AlarmRule, DataType, ParamDef, ParamKind, ParamValue, RecordHint};
 use ndflow_net::Listen;
 
 use crate::access::Rights;
@@ -137,6 +139,7 @@ impl CaProvider {
             if let Some(c) = s.def.choices(e.face == crate::pvdir::Face::Readback) {
                 meta.enum_strings = c.iter().map(|s| s.to_string()).collect();
             }
+            meta.alarm_limits = alarm_limits(s);
             let mut pv = CaPv::new(meta, to_ca(s.def, native, &value));
             let alarm = dir.alarm(id, &value);
             if alarm != ndflow_core::Alarm::NONE {
@@ -189,8 +192,15 @@ impl CaProvider {
             return;
         };
         let value = to_ca(s.def, native, v);
+        // Level limits follow another parameter (QueueFree's LOW is a quarter of QueueSize).
+        let limits = matches!(s.def.alarm, AlarmRule::Levels(_)).then(|| alarm_limits(s));
         for &e in &s.entries {
             if let Some(pv) = self.pvs.get(e) {
+                if let Some(l) = limits.filter(|l| *l != pv.meta().alarm_limits) {
+                    let mut meta = PvMeta::clone(&pv.meta());
+                    meta.alarm_limits = l;
+                    pv.set_meta(meta);
+                }
                 let alarm = self.dir.alarm(e, v);
                 pv.post_with_alarm(value.clone(), alarm.status as u16, alarm.severity as u16);
             }
@@ -214,6 +224,25 @@ impl PvProvider for CaProvider {
             Rights::Read => Access::Read,
             Rights::Write => Access::ReadWrite,
         }
+    }
+}
+
+/// The level alarm limits of a parameter's records now (0 where none is declared).
+fn alarm_limits(s: &crate::pvdir::ParamSlot) -> AlarmLimits {
+    let AlarmRule::Levels(l) = s.def.alarm else {
+        return AlarmLimits::default();
+    };
+    let full = s.store.index(l.of).map_or(0.0, |i| s.store.get_f64(i));
+    // A longin's limit fields are integers: the calcout's 0.25 × QueueSize lands truncated.
+    let integer = matches!(s.def.kind, ParamKind::Int32 | ParamKind::Int64);
+    let [hihi, high, low, lolo] = l
+        .limits(full)
+        .map(|x| x.map_or(0.0, |x| if integer { x.trunc() } else { x }));
+    AlarmLimits {
+        hihi,
+        high,
+        low,
+        lolo,
     }
 }
 
@@ -300,6 +329,7 @@ fn meta(
         display_high: hi,
         control_low: lo,
         control_high: hi,
+        alarm_limits: AlarmLimits::default(),
         enum_strings: match def.kind {
             ParamKind::Enum(c) => c.iter().map(|s| s.to_string()).collect(),
             _ => Vec::new(),

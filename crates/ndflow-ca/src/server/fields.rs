@@ -1,6 +1,6 @@
 //! What a channel shows: the PV itself (`NAME` or `NAME.VAL`) or one of the record fields the
-//! crate serves from [`PvMeta`] (`.DESC .EGU .NAME .RTYP .PREC .HOPR .LOPR .DRVH .DRVL .SEVR
-//! .STAT`, and `.NELM .NORD` for arrays), and the encoding of a DBR reply for a channel.
+//! crate serves from [`PvMeta`] (`.DESC .EGU .NAME .RTYP .PREC .HOPR .LOPR .DRVH .DRVL .HIHI
+//! .HIGH .LOW .LOLO .SEVR .STAT`, and `.NELM .NORD` for arrays), and the encoding of a DBR reply for a channel.
 
 use std::sync::Arc;
 
@@ -49,6 +49,10 @@ pub(crate) enum Field {
     Lopr,
     Drvh,
     Drvl,
+    Hihi,
+    High,
+    Low,
+    Lolo,
     Sevr,
     Stat,
     Nelm,
@@ -68,6 +72,10 @@ impl Field {
             "LOPR" => Field::Lopr,
             "DRVH" => Field::Drvh,
             "DRVL" => Field::Drvl,
+            "HIHI" => Field::Hihi,
+            "HIGH" => Field::High,
+            "LOW" => Field::Low,
+            "LOLO" => Field::Lolo,
             "SEVR" => Field::Sevr,
             "STAT" => Field::Stat,
             "NELM" => Field::Nelm,
@@ -158,6 +166,10 @@ pub(crate) fn view(field: Field, record: &str, snap: &Snapshot) -> View {
             info.lower_disp_limit = m.display_low;
             info.upper_ctrl_limit = m.control_high;
             info.lower_ctrl_limit = m.control_low;
+            info.upper_alarm_limit = m.alarm_limits.hihi;
+            info.upper_warning_limit = m.alarm_limits.high;
+            info.lower_warning_limit = m.alarm_limits.low;
+            info.lower_alarm_limit = m.alarm_limits.lolo;
             info.enum_strings = m.enum_strings.iter().take(16).cloned().collect();
             View {
                 value: snap.value.clone(),
@@ -172,11 +184,22 @@ pub(crate) fn view(field: Field, record: &str, snap: &Snapshot) -> View {
         Field::Name => scalar(s(record), NativeType::String, info),
         Field::Rtyp => scalar(s(&m.record_type), NativeType::String, info),
         Field::Prec => scalar(CaValue::Short(vec![m.precision]), NativeType::Short, info),
-        Field::Hopr | Field::Lopr | Field::Drvh | Field::Drvl => {
+        Field::Hopr
+        | Field::Lopr
+        | Field::Drvh
+        | Field::Drvl
+        | Field::Hihi
+        | Field::High
+        | Field::Low
+        | Field::Lolo => {
             let x = match field {
                 Field::Hopr => m.display_high,
                 Field::Lopr => m.display_low,
                 Field::Drvh => m.control_high,
+                Field::Hihi => m.alarm_limits.hihi,
+                Field::High => m.alarm_limits.high,
+                Field::Low => m.alarm_limits.low,
+                Field::Lolo => m.alarm_limits.lolo,
                 _ => m.control_low,
             };
             info.precision = m.precision;
