@@ -9,7 +9,9 @@
 //!   sent to us alone, or broadcast?), and membership of the loopback multicast group
 //!   224.0.0.128, through which a server passes a unicast search on to every other server of
 //!   the host (the kernel gives a unicast datagram to one socket only).
+//! - [`identity`]: the login name clients announce.
 
+pub mod identity;
 pub mod ifaces;
 mod listen;
 mod socket;

@@ -38,9 +38,7 @@ impl Default for ClientConfig {
             server_port: DEFAULT_SERVER_PORT,
             max_array_bytes: DEFAULT_MAX_ARRAY_BYTES,
             host_name: host_name(),
-            user_name: std::env::var("USER")
-                .or_else(|_| std::env::var("LOGNAME"))
-                .unwrap_or_else(|_| "ndflow".into()),
+            user_name: ndflow_net::identity::user_name().unwrap_or_else(|| "ndflow".into()),
             connect_timeout: Duration::from_secs(5),
         }
     }

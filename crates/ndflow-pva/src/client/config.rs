@@ -44,10 +44,7 @@ pub enum AuthMethod {
 impl AuthMethod {
     /// "ca" with the login name and host name of this process.
     pub fn ca_from_env() -> Self {
-        let user = ["USER", "LOGNAME", "USERNAME"]
-            .iter()
-            .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
-            .unwrap_or_else(|| "unknown".into());
+        let user = ndflow_net::identity::user_name().unwrap_or_else(|| "unknown".into());
         let host = std::env::var("HOSTNAME")
             .ok()
             .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
