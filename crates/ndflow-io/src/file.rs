@@ -23,10 +23,41 @@
 //!
 //! A single-frame format writes one file per frame in every mode (FileNumber incrementing when
 //! AutoIncrement = Yes), as areaDetector does. A multi-frame format gets one file per capture or
-//! stream. Any I/O error sets WriteStatus = WriteError and WriteMessage (path and OS error),
+//! stream, unless the frames' attributes ask for more (below). Any I/O error sets WriteStatus = WriteError and WriteMessage (path and OS error),
 //! counts the frame in FramesNotWritten_RBV and returns a [`PluginError`] so the runtime counts
 //! it as dropped with reason "error"; the pipeline keeps running.
+//!
+//! ## File control by frame attributes
+//!
+//! As areaDetector's NDPluginFile, four NDAttributes on a frame steer the writer
+//! (`file/attributes.rs`):
+//!
+//! - `FilePluginDestination` (string): a frame whose destination is neither `all` nor this
+//!   port's name (both without case; empty or undefined = every writer) is not for this writer.
+//!   It is not written, not kept for WriteFile and not passed downstream; the port counts it as
+//!   dropped with reason "unsupported input" (DroppedArrays_RBV, logged once per destination),
+//!   not in FramesNotWritten_RBV: nothing failed.
+//! - `FilePluginFileName` (string) and `FilePluginFileNumber` (integer): set FileName and
+//!   FileNumber (so their readbacks show them) before a file is opened for the frame, in every
+//!   mode; AutoIncrement then advances FileNumber as after any open, so a later frame without
+//!   them gets a new name (areaDetector turns AutoIncrement off for good). In Stream and Capture a
+//!   multi-frame file stays open while the frames name the same file; a frame whose name or
+//!   number differs from the open file's closes it and opens the one it names. A frame without
+//!   them, an empty name or an undefined value (a PV not connected) asks for nothing. In Stream
+//!   mode without LazyOpen, a last frame that carries either defers the open at Capture = 1
+//!   to the stream's first frame.
+//! - `FilePluginClose` (number, non-zero): after this frame is written, its multi-frame file
+//!   is closed; the next frame of the stream or capture opens a new file from the current
+//!   FileName/FileNumber. The stream goes on (areaDetector also sets Capture = 0 there): a
+//!   stream with NumCapture = 0 can be cut into files by the source. Single-frame formats write
+//!   a file per frame anyway.
+//!
+//! A control attribute of the wrong type (a number for the name, a string for the number) is
+//! that frame's write failure, reported as any other (WriteStatus/WriteMessage naming the
+//! attribute, FramesNotWritten_RBV, dropped "error"); the open file stays open for the next.
+//! `DriverFileName` (DeleteDriverFile) is read as before, after a frame is written.
 
+mod attributes;
 mod capture;
 mod stream;
 mod template;
@@ -37,10 +68,11 @@ use std::sync::Arc;
 
 use ndflow_core::param::DefaultValue;
 use ndflow_core::{AttrValue, NDArray, ParamDef, ParamStore, ParamValue, Pool};
-use ndflow_runtime::port_params::{bind, plugin_layout};
+use ndflow_runtime::port_params::{bind, plugin_layout, ArrayBaseParams};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;
 
+pub use attributes::{CLOSE, DESTINATION, FILE_NAME, FILE_NUMBER};
 pub use template::{create_directory, format_file_name, normalize_dir};
 
 /// One file format. The plugin calls `open`, then `write` once per frame (once for a
@@ -140,8 +172,9 @@ const MODE_CAPTURE: i64 = 1;
 const MODE_STREAM: i64 = 2;
 
 /// The name FilePath/FileName/FileNumber/FileTemplate make now (areaDetector's
-/// createFileName): the next file to write, or the one ReadFile reads.
-fn current_name(p: &ParamStore, nd: &NdFileParams) -> Result<String, String> {
+/// createFileName): the next file to write, or the one ReadFile reads; with the FileName and
+/// FileNumber it was made from.
+fn current_name(p: &ParamStore, nd: &NdFileParams) -> Result<(String, String, i64), String> {
     let (template, dir, name, number) = p.with_values(|v| {
         (
             nd.file_template.read(v),
@@ -150,13 +183,19 @@ fn current_name(p: &ParamStore, nd: &NdFileParams) -> Result<String, String> {
             nd.file_number.read(v),
         )
     });
-    format_file_name(&template, &normalize_dir(&dir), &name, number)
+    let full = format_file_name(&template, &normalize_dir(&dir), &name, number)?;
+    Ok((full, name, number))
 }
 
 /// A file being written: where it ends up and where it is written meanwhile.
 struct OpenFile {
     final_path: PathBuf,
     write_path: PathBuf,
+    /// FileName and FileNumber that named it (a frame naming others opens a new file).
+    name: String,
+    number: i64,
+    /// Frames written into it (lost if it cannot be closed).
+    frames: i64,
 }
 
 struct State<F> {
@@ -193,6 +232,8 @@ pub struct FileWriterPlugin<F: Format> {
     state: Mutex<State<F>>,
     /// NDFile's handles in this port's layout.
     nd: NdFileParams,
+    /// PortName, which FilePluginDestination is compared with.
+    base: ArrayBaseParams,
     /// Frames ReadFile produced, sent downstream by the port after the write.
     read_back: Mutex<Vec<Arc<NDArray>>>,
     read_pool: Pool,
@@ -226,6 +267,7 @@ impl<F: Format> FileWriterPlugin<F> {
                 stream_handled: 0,
             }),
             nd: bind(&plugin_layout(F::PARAMS), NdFileParams::bind),
+            base: bind(&plugin_layout(F::PARAMS), ArrayBaseParams::bind),
             read_back: Mutex::new(Vec::new()),
             read_pool: Pool::unlimited(),
         }
@@ -235,7 +277,7 @@ impl<F: Format> FileWriterPlugin<F> {
     /// is not advanced, as areaDetector's readFile) and queues it for downstream.
     fn read_file(&self, p: &ParamStore) {
         let nd = &self.nd;
-        let result = current_name(p, nd).and_then(|name| {
+        let result = current_name(p, nd).and_then(|(name, _, _)| {
             nd.full_file_name.set(p, name.clone());
             let frame = self
                 .state
@@ -261,7 +303,7 @@ impl<F: Format> FileWriterPlugin<F> {
     /// directory checked (and created per CreateDirectory).
     fn next_path(&self, p: &ParamStore) -> Result<OpenFile, String> {
         let nd = &self.nd;
-        let name = current_name(p, nd)?;
+        let (name, file_name, number) = current_name(p, nd)?;
         let final_path = PathBuf::from(&name);
         // As asynNDArrayDriver::createFileName / openFileBase: the name is published and the
         // number consumed as soon as the name is made, whether or not the open succeeds.
@@ -287,6 +329,9 @@ impl<F: Format> FileWriterPlugin<F> {
         Ok(OpenFile {
             final_path,
             write_path,
+            name: file_name,
+            number,
+            frames: 0,
         })
     }
 
@@ -341,51 +386,40 @@ impl<F: Format> FileWriterPlugin<F> {
         Ok(())
     }
 
-    /// Writes frames to files: one file each for a single-frame format, else one file.
+    /// Writes frames to files: one file each for a single-frame format, else one file (or
+    /// several, where the frames' FilePlugin* attributes ask for a new file or a close).
     fn write_frames(
         &self,
         st: &mut State<F>,
         p: &ParamStore,
         frames: &[Arc<NDArray>],
     ) -> Result<(), WriteFailure> {
-        let Some(first) = frames.first() else {
-            return Ok(());
-        };
-        if F::MULTI_FRAME {
-            let fail = |message| WriteFailure {
-                message,
-                frames: frames.len() as i64,
-            };
-            let file = self.open(st, p, first).map_err(fail)?;
-            for (i, f) in frames.iter().enumerate() {
-                if let Err(message) = self.write_one(st, p, &file, f) {
-                    // The frames written so far stay in a valid, closed file.
-                    let _ = Self::close(st, p, &file);
-                    return Err(WriteFailure {
-                        message,
-                        frames: (frames.len() - i) as i64,
-                    });
-                }
-            }
-            return Self::close(st, p, &file).map_err(fail);
-        }
         let mut failure: Option<WriteFailure> = None;
-        for f in frames {
-            let res = self.open(st, p, f).and_then(|file| {
-                if let Err(e) = self.write_one(st, p, &file, f) {
-                    let _ = st.format.close(p);
-                    return Err(e);
-                }
-                Self::close(st, p, &file)
+        let mut lost = |message: String, n: usize| {
+            let fl = failure.get_or_insert(WriteFailure {
+                message: String::new(),
+                frames: 0,
             });
-            if let Err(message) = res {
+            fl.message = message;
+            fl.frames = fl.frames.saturating_add(n as i64);
+        };
+        let mut slot: Option<OpenFile> = None;
+        for (i, f) in frames.iter().enumerate() {
+            match self.write_controlled(st, p, &mut slot, f) {
+                Ok(()) => {}
+                Err(attributes::Failed::Attr(message)) => lost(message, 1),
+                Err(attributes::Failed::Io(message)) if F::MULTI_FRAME => {
+                    // The frames written so far stay in a valid, closed file.
+                    lost(message, frames.len() - i);
+                    break;
+                }
                 // Keep going: a later file may still succeed (e.g. the disk frees up).
-                let fl = failure.get_or_insert(WriteFailure {
-                    message: String::new(),
-                    frames: 0,
-                });
-                fl.message = message;
-                fl.frames += 1;
+                Err(attributes::Failed::Io(message)) => lost(message, 1),
+            }
+        }
+        if let Some(file) = slot.take() {
+            if let Err(message) = Self::close(st, p, &file) {
+                lost(message, usize::try_from(file.frames).unwrap_or(0));
             }
         }
         failure.map_or(Ok(()), Err)
@@ -444,6 +478,21 @@ impl<F: Format> Plugin for FileWriterPlugin<F> {
     ) -> Result<(), PluginError> {
         let p = ctx.params;
         let nd = &self.nd;
+        // A frame for another writer is not this writer's at all (not kept for WriteFile).
+        match attributes::other_destination(input, &self.base.port_name.get(p)) {
+            Ok(None) => {}
+            Ok(Some(dest)) => {
+                return Err(PluginError::Unsupported(format!(
+                    "{DESTINATION} \"{dest}\" is another writer"
+                )))
+            }
+            Err(message) => {
+                let message = self
+                    .report(p, Err(WriteFailure { message, frames: 1 }))
+                    .unwrap_or_default();
+                return Err(PluginError::Other(format!("{}: {message}", F::PLUGIN_TYPE)));
+            }
+        }
         let mut guard = self.state.lock();
         let st = &mut *guard;
         st.last = Some(Arc::clone(input));

@@ -54,7 +54,13 @@ impl<F: Format> FileWriterPlugin<F> {
             }
             MODE_STREAM => {
                 st.streaming = true;
-                if F::MULTI_FRAME && !nd.lazy_open.get(p) {
+                // A last frame that names its file defers the open to the first frame of
+                // the stream, whose attributes name it (as areaDetector does).
+                let named = st.last.as_ref().is_some_and(|f| {
+                    f.attribute(attributes::FILE_NAME).is_some()
+                        || f.attribute(attributes::FILE_NUMBER).is_some()
+                });
+                if F::MULTI_FRAME && !nd.lazy_open.get(p) && !named {
                     let Some(frame) = st.last.clone() else {
                         nd.capture.set(p, 0);
                         st.streaming = false;

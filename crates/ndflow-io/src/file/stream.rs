@@ -8,7 +8,8 @@ use ndflow_core::{NDArray, ParamStore};
 use super::*;
 
 impl<F: Format> FileWriterPlugin<F> {
-    /// Writes one frame of a stream (opening the file of a multi-frame format first).
+    /// Writes one frame of a stream (opening the file of a multi-frame format first, or a new
+    /// one when the frame's FilePlugin* attributes name another file).
     pub(super) fn stream_frame(
         &self,
         st: &mut State<F>,
@@ -22,29 +23,14 @@ impl<F: Format> FileWriterPlugin<F> {
         if let Some(message) = &st.stream_error {
             return Err(one(message.clone()));
         }
-        if st.stream.is_none() {
-            match self.open(st, p, frame) {
-                Ok(file) => st.stream = Some(file),
-                Err(message) => {
-                    st.stream_error = Some(message.clone());
-                    return Err(one(message));
-                }
-            }
-        }
-        let Some(file) = st.stream.take() else {
-            return Ok(());
-        };
-        match self.write_one(st, p, &file, frame) {
-            Ok(()) => {
-                st.stream = Some(file);
-                Ok(())
-            }
-            Err(message) => {
-                // Close now: the file keeps every frame written before the error.
-                let message = match Self::close(st, p, &file) {
-                    Ok(()) => message,
-                    Err(close) => format!("{message}; {close}"),
-                };
+        let mut slot = st.stream.take();
+        let res = self.write_controlled(st, p, &mut slot, frame);
+        st.stream = slot;
+        match res {
+            Ok(()) => Ok(()),
+            Err(attributes::Failed::Attr(message)) => Err(one(message)),
+            Err(attributes::Failed::Io(message)) => {
+                // The stream's file is gone: later frames are counted as not written.
                 st.stream_error = Some(message.clone());
                 Err(one(message))
             }
