@@ -94,6 +94,8 @@ def test_attributes_name_route_and_close_files(ndflow_bin, tmp_path):
         acquire(3)  # beta: the stream opens a new file, TIFF names follow
         attributes(attrs_xml("beta", dest="HDF1", close=1))
         acquire(1)  # HDF1 only: written into beta's file, which it then closes
+        # As NDPluginFile: the close ends the capture.
+        ioc.wait_for(P + "HDF1:Capture_RBV", lambda v: int(v) == 0)
         attributes(attrs_xml("gamma", number=50, dest="TIF1"))
         acquire(1)  # TIF1 only, numbered by the frame
         ioc.wait_for(P + "HDF1:NumCaptured_RBV", lambda v: int(v) == 6)

@@ -47,10 +47,9 @@
 //!   mode without LazyOpen, a last frame that carries either defers the open at Capture = 1
 //!   to the stream's first frame.
 //! - `FilePluginClose` (number, non-zero): after this frame is written, its multi-frame file
-//!   is closed; the next frame of the stream or capture opens a new file from the current
-//!   FileName/FileNumber. The stream goes on (areaDetector also sets Capture = 0 there): a
-//!   stream with NumCapture = 0 can be cut into files by the source. Single-frame formats write
-//!   a file per frame anyway.
+//!   is closed. In Stream mode the capture ends there too (Capture = 0), as NDPluginFile does;
+//!   the next Capture = 1 opens a new file. In Capture mode the held frames after it go to a
+//!   new file. Single-frame formats write a file per frame anyway.
 //!
 //! A control attribute of the wrong type (a number for the name, a string for the number) is
 //! that frame's write failure, reported as any other (WriteStatus/WriteMessage naming the

@@ -83,7 +83,9 @@ impl<F: Format> FileWriterPlugin<F> {
         let want = nd.num_capture.get(p);
         let drained = matches!((st.stop_at, seq), (Some(stop), Some(s)) if s >= stop)
             || (st.stop_at.is_some() && seq.is_none());
-        if drained || (want > 0 && st.stream_handled >= want) {
+        // As NDPluginFile: a frame's FilePluginClose closes the file and ends the capture.
+        let closed = res.is_ok() && attributes::FileControl::of(input).is_ok_and(|c| c.close);
+        if drained || closed || (want > 0 && st.stream_handled >= want) {
             res.and(self.stop_stream(st, p))
         } else {
             res
