@@ -3473,12 +3473,12 @@ class _NDPluginBaseParams:
         """Ignore arrays arriving sooner than this (s) after the last Range: [0.0, None]. Kind: float64; default 0.0."""
     @property
     def MaxArrayRate(self) -> float:
-        """Output frame-rate cap in arrays/s (0 = none); the outputs over it are dropped and counted Range: [0.0, None]. Kind: float64; default 0.0."""
+        """Input frame-rate cap in arrays/s (0 = none): sets MinCallbackTime to 1/MaxArrayRate, and follows it, as ADCore's records do; frames over it are skipped (DroppedMinTime) Range: [0.0, None]. Kind: float64; default 0.0."""
     @MaxArrayRate.setter
     def MaxArrayRate(self, value: float) -> None: ...
     @property
     def MaxArrayRate_RBV(self) -> float:
-        """Output frame-rate cap in arrays/s (0 = none); the outputs over it are dropped and counted Range: [0.0, None]. Kind: float64; default 0.0."""
+        """Input frame-rate cap in arrays/s (0 = none): sets MinCallbackTime to 1/MaxArrayRate, and follows it, as ADCore's records do; frames over it are skipped (DroppedMinTime) Range: [0.0, None]. Kind: float64; default 0.0."""
     @property
     def MaxByteRate(self) -> float:
         """Output bandwidth cap in bytes/s (0 = none) Range: [0.0, None]. Kind: float64; default 0.0."""
