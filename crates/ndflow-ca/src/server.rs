@@ -49,6 +49,11 @@ pub(crate) struct ServerShared {
     pub(crate) searches_forwarded: AtomicU64,
     /// Connections closed because a message stayed incomplete past `partial_timeout`.
     pub(crate) partial_timeouts: AtomicU64,
+    /// Bytes of incomplete messages held by all connections now.
+    pub(crate) partial_bytes: AtomicUsize,
+    /// Connections closed because their incomplete message took `partial_bytes` over
+    /// `max_partial_bytes`.
+    pub(crate) partial_over_cap: AtomicU64,
 }
 
 impl ServerShared {
@@ -62,6 +67,8 @@ impl ServerShared {
             searches_refused: AtomicU64::new(0),
             searches_forwarded: AtomicU64::new(0),
             partial_timeouts: AtomicU64::new(0),
+            partial_bytes: AtomicUsize::new(0),
+            partial_over_cap: AtomicU64::new(0),
         }
     }
 
@@ -176,6 +183,17 @@ impl Server {
     /// `partial_timeout` (a client declaring a payload it does not send).
     pub fn partial_timeouts(&self) -> u64 {
         self.shared.partial_timeouts.load(Ordering::Relaxed)
+    }
+
+    /// Connections closed because the bytes all connections held in incomplete messages went
+    /// over `max_partial_bytes` with theirs.
+    pub fn partial_over_cap(&self) -> u64 {
+        self.shared.partial_over_cap.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of incomplete messages the connections hold now.
+    pub fn partial_bytes(&self) -> usize {
+        self.shared.partial_bytes.load(Ordering::Relaxed)
     }
 
     /// Open TCP connections.

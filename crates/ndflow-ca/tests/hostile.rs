@@ -28,8 +28,9 @@ fn greeting_and_big_header(size: u32) -> Vec<u8> {
     // VERSION: command 0, priority 0, minor version 13.
     m.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 13, 0, 0, 0, 0, 0, 0, 0, 0]);
     // Extended header: payload 0xFFFF and count 0 mark it; the real size and count follow.
+    // Command, then payload 0xFFFF, type 6 (DOUBLE), count 0, p1 = sid 1, p2 = ioid 1.
     m.extend_from_slice(&cmd::WRITE.to_be_bytes());
-    m.extend_from_slice(&[0xFF, 0xFF, 0, 6, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1]);
+    m.extend_from_slice(&[0xFF, 0xFF, 0, 6, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1]);
     m.extend_from_slice(&size.to_be_bytes());
     m.extend_from_slice(&(size / 8).to_be_bytes());
     m
@@ -121,5 +122,56 @@ fn declared_but_unsent_payloads_are_cut_off_and_counted() {
         20,
         "the slow but complete client was not cut off"
     );
+    srv.stop();
+}
+
+#[test]
+fn incomplete_messages_of_all_clients_are_capped_together() {
+    let p = Arc::new(StaticProvider::new());
+    for (n, pv) in demo_pvs("C:") {
+        p.add(n, pv);
+    }
+    let mut cfg = ServerConfig::loopback_ephemeral();
+    cfg.max_array_bytes = 64 << 20;
+    cfg.max_partial_bytes = 1 << 20;
+    let srv = Server::start(cfg, p).expect("server starts on loopback");
+    let addr = srv.tcp_addr();
+    // Each client claims 60 MB and sends 300 KB of it: the fourth takes the total over 1 MiB.
+    let chunk = vec![0x5Au8; 300 << 10];
+    let mut conns = Vec::new();
+    for _ in 0..4 {
+        let mut s = TcpStream::connect(addr).expect("connect");
+        s.write_all(&greeting_and_big_header(60 << 20))
+            .expect("send header");
+        // The server may close this one mid-write: that is the point.
+        let _ = s.write_all(&chunk);
+        conns.push(s);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while srv.partial_over_cap() < 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        srv.partial_over_cap(),
+        1,
+        "the newest offender is closed (held {})",
+        srv.partial_bytes()
+    );
+    assert!(srv.partial_bytes() <= 1 << 20, "{}", srv.partial_bytes());
+    // The first three stay connected; the fourth was closed.
+    let last = conns.pop().expect("four clients");
+    let mut last = last;
+    assert!(closed_within(&mut last, Duration::from_secs(2), false).is_some());
+    for s in &mut conns {
+        assert!(closed_within(s, Duration::from_millis(300), false).is_none());
+    }
+    // Closing them gives their bytes back.
+    drop(conns);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while srv.partial_bytes() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(srv.partial_bytes(), 0);
     srv.stop();
 }

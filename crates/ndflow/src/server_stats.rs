@@ -24,6 +24,9 @@ pub static SERVER_STATS: &[ParamDef] = &[
     ParamDef::int64("CaPartialTimeouts", 0)
         .read_only_plain()
         .doc("Channel Access: connections closed because a message stayed incomplete for 30 s"),
+    ParamDef::int64("CaPartialOverCap", 0)
+        .read_only_plain()
+        .doc("Channel Access: connections closed because the incomplete messages of all clients would have held more than 256 MiB with theirs"),
     ParamDef::int64("PvaConnections", 0)
         .read_only_plain()
         .doc("pvAccess: open TCP connections"),
@@ -63,6 +66,7 @@ pub fn update(store: &ParamStore, servers: &Servers) {
         put("CaSearchesRefused", count(refused));
         put("CaSearchesForwarded", count(forwarded));
         put("CaPartialTimeouts", count(ca.partial_timeouts()));
+        put("CaPartialOverCap", count(ca.partial_over_cap()));
     }
     if let Some(pva) = servers.pva.as_ref().and_then(|p| p.server()) {
         let s = pva.stats();

@@ -57,6 +57,10 @@ pub struct ServerConfig {
     /// A message whose header has arrived must be complete this long after: a client that
     /// declares a large payload and then stalls or drips is disconnected (and counted).
     pub partial_timeout: Duration,
+    /// Bytes all connections together may hold in messages not yet complete; the connection
+    /// whose message takes the total over is closed (and counted). Bounds the memory a crowd of
+    /// clients can make the server hold with large messages they never finish.
+    pub max_partial_bytes: usize,
     /// Tokio worker threads of the server's runtime.
     pub worker_threads: usize,
 }
@@ -76,6 +80,7 @@ impl Default for ServerConfig {
             max_connections: 1024,
             write_timeout: Duration::from_secs(30),
             partial_timeout: Duration::from_secs(30),
+            max_partial_bytes: 256 << 20,
             worker_threads: 2,
         }
     }

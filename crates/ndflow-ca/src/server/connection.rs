@@ -8,6 +8,7 @@
 //! to the size a header claims: a header costs its sender the bytes it sends.
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,6 +56,8 @@ pub(crate) async fn run(
     let mut replies = Vec::new();
     // When the oldest incomplete message's first bytes arrived.
     let mut partial_since: Option<tokio::time::Instant> = None;
+    // This connection's share of the server's `partial_bytes`.
+    let mut held = 0usize;
     'conn: loop {
         // Frame and handle every complete message in the buffer.
         loop {
@@ -99,6 +102,29 @@ pub(crate) async fn run(
             (false, Some(t)) if !progressed => Some(t),
             (false, _) => Some(tokio::time::Instant::now()),
         };
+        if buf.len() != held {
+            let grew = buf.len() > held;
+            let total = if grew {
+                srv.partial_bytes
+                    .fetch_add(buf.len() - held, Ordering::Relaxed)
+                    + buf.len()
+                    - held
+            } else {
+                srv.partial_bytes
+                    .fetch_sub(held - buf.len(), Ordering::Relaxed)
+                    .saturating_sub(held - buf.len())
+            };
+            held = buf.len();
+            if grew && total > srv.cfg.max_partial_bytes {
+                srv.partial_over_cap.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(
+                    "CA client {peer}: incomplete messages of all clients would hold {total} \
+                     bytes (at most {}); closing this one ({held} bytes)",
+                    srv.cfg.max_partial_bytes
+                );
+                break 'conn;
+            }
+        }
         let deadline = partial_since.map(|t| t + srv.cfg.partial_timeout);
         let stalled = async move {
             match deadline {
@@ -109,7 +135,7 @@ pub(crate) async fn run(
         let n = tokio::select! {
             r = rd.read_buf(&mut buf) => r,
             _ = stalled => {
-                srv.partial_timeouts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                srv.partial_timeouts.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(
                     "CA client {peer}: a message begun {:?} ago is still incomplete ({} bytes here); closing",
                     srv.cfg.partial_timeout,
@@ -130,6 +156,7 @@ pub(crate) async fn run(
             Ok(_) => {}
         }
     }
+    srv.partial_bytes.fetch_sub(held, Ordering::Relaxed);
     drop(session);
     drop(out_tx);
     // The writer flushes what is queued and ends when the reply channel closes.
