@@ -110,6 +110,12 @@ pub struct ServerStats {
     pub malformed: u64,
     /// Monitor updates a lossless poster wrote to the socket itself (see `direct_write`).
     pub direct_writes: u64,
+    /// Connections closed because a message they had begun was not complete within
+    /// `conn_timeout` (a client declaring a payload it does not send).
+    pub partial_timeouts: u64,
+    /// Connections closed because the incomplete messages of all connections would have held
+    /// more than `max_partial_bytes` with theirs.
+    pub partial_over_cap: u64,
 }
 
 #[derive(Default)]
@@ -126,11 +132,19 @@ pub(crate) struct Counters {
     searches_forwarded: AtomicU64,
     malformed: AtomicU64,
     direct_writes: AtomicU64,
+    partial_timeouts: AtomicU64,
+    partial_over_cap: AtomicU64,
 }
 
 impl Counters {
     pub(crate) fn malformed(&self) {
         self.malformed.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn partial_timeout(&self) {
+        self.partial_timeouts.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn partial_over_cap(&self) {
+        self.partial_over_cap.fetch_add(1, Ordering::Relaxed);
     }
     pub(crate) fn direct_write(&self) {
         self.direct_writes.fetch_add(1, Ordering::Relaxed);
@@ -180,6 +194,8 @@ impl Counters {
             searches_forwarded: g(&self.searches_forwarded),
             malformed: g(&self.malformed),
             direct_writes: g(&self.direct_writes),
+            partial_timeouts: g(&self.partial_timeouts),
+            partial_over_cap: g(&self.partial_over_cap),
         }
     }
 }
@@ -201,6 +217,8 @@ pub(crate) struct ServerShared {
     pub(crate) tcp_addr: SocketAddr,
     pub(crate) cfg: ServerConfig,
     pub(crate) stats: Counters,
+    /// Bytes of incomplete messages over all connections (`max_partial_bytes`).
+    pub(crate) partial: Arc<crate::transport::PartialBudget>,
 }
 
 impl ServerShared {
@@ -213,6 +231,7 @@ impl ServerShared {
             provider,
             guid: new_guid(),
             tcp_addr: SocketAddr::new(cfg.listen.announce(), tcp_addr.port()),
+            partial: crate::transport::PartialBudget::new(cfg.max_partial_bytes),
             cfg,
             stats: Counters::default(),
         }

@@ -100,6 +100,33 @@ pub enum TransportError {
     Decode(#[from] DecodeError),
     #[error("message of {0} bytes exceeds the configured maximum")]
     TooLarge(usize),
+    /// The incomplete messages of every reader sharing a [`PartialBudget`] would hold more
+    /// than its cap with this one's bytes.
+    #[error("incomplete messages would hold {0} bytes, over the cap")]
+    OverBudget(usize),
+}
+
+/// Bytes that a set of readers (a server's connections) may hold together in messages not yet
+/// complete: a crowd of clients that each begin a large message and never finish it costs at
+/// most this, and the reader whose bytes take the total over fails.
+#[derive(Debug)]
+pub struct PartialBudget {
+    held: std::sync::atomic::AtomicUsize,
+    cap: usize,
+}
+
+impl PartialBudget {
+    pub fn new(cap: usize) -> std::sync::Arc<PartialBudget> {
+        std::sync::Arc::new(PartialBudget {
+            held: std::sync::atomic::AtomicUsize::new(0),
+            cap,
+        })
+    }
+
+    /// Bytes of incomplete messages held now.
+    pub fn held(&self) -> usize {
+        self.held.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// One application message (segments joined) or one control message (empty payload; its value
@@ -136,6 +163,29 @@ pub struct MessageReader<R> {
     bytes_read: u64,
     free: FreeList,
     low_water: Option<LowWater>,
+    budget: Option<std::sync::Arc<PartialBudget>>,
+    /// Bytes of the message in progress charged to `budget`.
+    charged: usize,
+    /// A message's header has arrived and the message has not been returned yet.
+    in_message: bool,
+}
+
+impl<R> MessageReader<R> {
+    /// A message is complete (or abandoned): its bytes are no longer held.
+    fn release(&mut self) {
+        if let Some(b) = &self.budget {
+            b.held
+                .fetch_sub(self.charged, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.charged = 0;
+        self.in_message = false;
+    }
+}
+
+impl<R> Drop for MessageReader<R> {
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 impl<R: AsyncRead + Unpin> MessageReader<R> {
@@ -149,7 +199,22 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
             bytes_read: 0,
             free: FreeList::default(),
             low_water: None,
+            budget: None,
+            charged: 0,
+            in_message: false,
         }
+    }
+
+    /// Charges the bytes of incomplete messages to `budget` (shared by a server's readers).
+    pub fn with_budget(mut self, budget: std::sync::Arc<PartialBudget>) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Whether a message has begun and not completed (or a segmented one is being joined):
+    /// the peer stalled in the middle of one.
+    pub fn mid_message(&self) -> bool {
+        self.in_message || self.pending.is_some()
     }
 
     /// Raises the stream's receive low-water mark while large payloads are read (see
@@ -181,6 +246,14 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
 
     /// The next message; `Ok(None)` on a clean end of stream (between messages).
     pub async fn next(&mut self) -> Result<Option<Message>, TransportError> {
+        let r = self.next_message().await;
+        if r.is_ok() {
+            self.release();
+        }
+        r
+    }
+
+    async fn next_message(&mut self) -> Result<Option<Message>, TransportError> {
         loop {
             let Some(header) = self.read_header().await? else {
                 if self.pending.is_some() {
@@ -188,6 +261,7 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
                 }
                 return Ok(None);
             };
+            self.in_message = !header.is_control();
             if header.is_control() {
                 return Ok(Some(Message {
                     header,
@@ -277,6 +351,8 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
         // enough to reach it; it goes back to 1 before the next header.
         let low_water = self.low_water.as_ref().filter(|_| len >= RECYCLE_MIN);
         let mut mark = 1;
+        let budget = self.budget.as_deref();
+        let mut charged = 0usize;
         let result: Result<(), TransportError> = async {
             while buf.len() < target {
                 let left = target - buf.len();
@@ -292,6 +368,13 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
                 if n == 0 {
                     return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
                 }
+                if let Some(b) = budget {
+                    charged += n;
+                    let total = b.held.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
+                    if total > b.cap {
+                        return Err(TransportError::OverBudget(total));
+                    }
+                }
             }
             Ok(())
         }
@@ -299,6 +382,7 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
         if let (Some(set), true) = (low_water, mark != 1) {
             set(1);
         }
+        self.charged += charged;
         result?;
         self.bytes_read += len as u64;
         Ok(())

@@ -71,6 +71,7 @@ fn bad_streams_are_errors_not_panics() {
                 TransportError::Io(_) => "io",
                 TransportError::Decode(_) => "decode",
                 TransportError::TooLarge(_) => "large",
+                TransportError::OverBudget(_) => "budget",
             };
             assert_eq!(got, want, "{e}");
         });

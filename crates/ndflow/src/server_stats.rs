@@ -42,6 +42,12 @@ pub static SERVER_STATS: &[ParamDef] = &[
     ParamDef::int64("PvaSearchesForwarded", 0)
         .read_only_plain()
         .doc("pvAccess: unicast searches passed on to the other servers of this host"),
+    ParamDef::int64("PvaPartialTimeouts", 0)
+        .read_only_plain()
+        .doc("pvAccess: connections closed because a message they began stayed incomplete for 40 s"),
+    ParamDef::int64("PvaPartialOverCap", 0)
+        .read_only_plain()
+        .doc("pvAccess: connections closed because the incomplete messages of all clients would have held more than 256 MiB with theirs"),
     ParamDef::int64("PvaMalformed", 0)
         .read_only_plain()
         .doc("pvAccess: messages that could not be decoded (the connection is closed)"),
@@ -76,6 +82,8 @@ pub fn update(store: &ParamStore, servers: &Servers) {
         put("PvaSearchesRefused", count(s.searches_refused));
         put("PvaSearchesForwarded", count(s.searches_forwarded));
         put("PvaMalformed", count(s.malformed));
+        put("PvaPartialTimeouts", count(s.partial_timeouts));
+        put("PvaPartialOverCap", count(s.partial_over_cap));
     }
     store.set_many(&w);
 }

@@ -44,8 +44,12 @@ pub struct ServerConfig {
     pub beacon_period: Duration,
     /// Largest message accepted from a client (segments joined).
     pub max_message: usize,
-    /// A connection silent this long is closed (pvxs: EPICS_PVA_CONN_TMO x 4/3 = 40 s).
+    /// A connection silent this long is closed (pvxs: EPICS_PVA_CONN_TMO x 4/3 = 40 s); so is
+    /// one whose message, once begun, is not complete this long after.
     pub conn_timeout: Duration,
+    /// Bytes all connections together may hold in messages not yet complete; the connection
+    /// whose bytes take the total over is closed (and counted).
+    pub max_partial_bytes: usize,
     /// Period of the server's own ECHO keep-alives.
     pub echo_period: Duration,
     /// Tokio worker threads of the server's runtime.
@@ -67,6 +71,7 @@ impl ServerConfig {
             beacon_period: Duration::from_secs(15),
             max_message: DEFAULT_MAX_MESSAGE,
             conn_timeout: Duration::from_secs(40),
+            max_partial_bytes: 256 << 20,
             echo_period: Duration::from_secs(15),
             worker_threads: 2,
             direct_write: true,

@@ -59,7 +59,8 @@ pub(crate) async fn run(
         order,
         Arc::clone(&writer_done),
     ));
-    let mut reader = MessageReader::new(rd, srv.cfg.max_message);
+    let mut reader =
+        MessageReader::new(rd, srv.cfg.max_message).with_budget(Arc::clone(&srv.partial));
     let mut counted = 0u64;
     let mut pending = session.greeting();
     'conn: loop {
@@ -78,6 +79,22 @@ pub(crate) async fn run(
         };
         let msg = match next {
             Ok(Ok(Some(m))) => m,
+            Err(_) if reader.mid_message() => {
+                // A message begun and not finished in time: a client that declares a payload
+                // and stalls or drips.
+                srv.stats.partial_timeout();
+                tracing::info!("pva client {peer}: a message stayed incomplete; closing");
+                break;
+            }
+            Ok(Err(TransportError::OverBudget(total))) => {
+                srv.stats.partial_over_cap();
+                tracing::info!(
+                    "pva client {peer}: incomplete messages of all clients would hold {total} \
+                     bytes (at most {}); closing this one",
+                    srv.cfg.max_partial_bytes
+                );
+                break;
+            }
             // Idle too long, clean EOF, I/O error: the connection is over.
             Err(_) | Ok(Ok(None)) | Ok(Err(TransportError::Io(_))) => break,
             Ok(Err(_)) => {
