@@ -5,8 +5,9 @@ Starts `ndflow run` (a small simulated detector, CA and pva on free loopback por
 1. **flood** for --seconds: threads open connection after connection; at the CA port each sends
    a VERSION message, one extended header with a random command and a random declared size
    (up to 16 MB) and up to 2 kB of random bytes; at the pva port, random bytes.
-2. **drip**: --drip connections at the CA port each declare a --drip-mb payload, then send one
-   byte per second; the server must close each after its 30 s partial-message timeout.
+2. **drip**: --drip connections at the CA port and as many at the pva port each declare a
+   --drip-mb payload, then send one byte per second; the server must close each after its
+   partial-message timeout (CA 30 s, pva 40 s: EPICS_PVA_CONN_TMO x 4/3) and count it.
 
 Prints the IOC's RSS before, after the flood and at the drip's peak, and the server counters
 (`$(P)NDFLOW:CaPartialTimeouts`, `PvaMalformed`, …). Exits 1 when RSS grew by more than --max-mib
@@ -80,7 +81,8 @@ def counters(env):
     code = (
         "import json,sys\nfrom p4p.client.thread import Context\nc=Context('pva')\n"
         "print(json.dumps({k: int(c.get(sys.argv[1]+'NDFLOW:'+k, timeout=5)) for k in "
-        "('CaConnections','CaPartialTimeouts','PvaConnections','PvaMalformed')}))"
+        "('CaConnections','CaPartialTimeouts','CaPartialOverCap','PvaConnections',"
+        "'PvaMalformed','PvaPartialTimeouts','PvaPartialOverCap')}))"
     )
     out = subprocess.run([sys.executable, "-c", code, P], env=env, capture_output=True,
                          text=True, timeout=60)
@@ -92,7 +94,7 @@ def main():
     ap.add_argument("--ndflow", default=str(ROOT / "target" / "release" / "ndflow"))
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--threads", type=int, default=4, help="CA flood threads (pva: half)")
-    ap.add_argument("--drip", type=int, default=100, help="dripping CA connections")
+    ap.add_argument("--drip", type=int, default=100, help="dripping connections per protocol")
     ap.add_argument("--drip-mb", type=int, default=100, help="payload each declares")
     ap.add_argument("--max-mib", type=float, default=32, help="allowed RSS growth")
     a = ap.parse_args()
@@ -144,8 +146,13 @@ def main():
                 header = struct.pack(">HHHHII", 4, 0xFFFF, 6, 0, 1, 1)
                 s.sendall(VERSION + header + struct.pack(">II", declared, declared // 8))
                 socks.append(s)
+            for _ in range(a.drip):
+                s = socket.create_connection(("127.0.0.1", pva), timeout=5)
+                # A client's GET (command 10) header, little endian, declaring the payload.
+                s.sendall(struct.pack("<BBBBI", 0xCA, 2, 0, 10, declared))
+                socks.append(s)
             t0, closed, peak = time.time(), {}, flooded
-            while time.time() - t0 < 60 and len(closed) < len(socks):
+            while time.time() - t0 < 75 and len(closed) < len(socks):
                 for i, s in enumerate(socks):
                     if i not in closed:
                         try:
@@ -158,13 +165,14 @@ def main():
                 s.close()
             when = (f"after {min(closed.values()):.0f}-{max(closed.values()):.0f} s"
                     if closed else "")
-            print(f"drip: {len(closed)} of {a.drip} connections declaring {a.drip_mb} MB closed "
-                  f"by the server {when}; RSS peak {peak:.1f} MiB", flush=True)
+            print(f"drip: {len(closed)} of {len(socks)} connections (CA and pva) declaring "
+                  f"{a.drip_mb} MB closed by the server {when}; RSS peak {peak:.1f} MiB",
+                  flush=True)
             print("counters:", counters(env), flush=True)
             grew = max(flooded, peak) - start
-            ok = grew <= a.max_mib and len(closed) == a.drip
+            ok = grew <= a.max_mib and len(closed) == len(socks)
             print(f"{'PASS' if ok else 'FAIL'}: RSS grew {grew:.1f} MiB (limit {a.max_mib}), "
-                  f"{len(closed)}/{a.drip} drips closed")
+                  f"{len(closed)}/{len(socks)} drips closed")
             return 0 if ok else 1
         finally:
             ioc.kill()

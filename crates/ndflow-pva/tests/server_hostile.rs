@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use ndflow_pva::server::{Server, ServerConfig, StaticProvider};
 use ndflow_pva::{ByteOrder, Header};
 
-/// The header of a client's application message (command 20, a GET) declaring `size` bytes.
+/// The header of a client's GET (command 10) declaring `size` bytes.
 fn big_header(size: u32) -> Vec<u8> {
-    Header::application(20, false, ByteOrder::Little, size)
+    Header::application(10, false, ByteOrder::Little, size)
         .encode()
         .to_vec()
 }
