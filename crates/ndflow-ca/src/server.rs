@@ -54,10 +54,14 @@ pub(crate) struct ServerShared {
     /// Connections closed because their incomplete message took `partial_bytes` over
     /// `max_partial_bytes`.
     pub(crate) partial_over_cap: AtomicU64,
+    pub(crate) search_limiter: ndflow_net::ReplyLimiter,
+    /// Search replies not sent because of the rate limits.
+    pub(crate) searches_limited: AtomicU64,
 }
 
 impl ServerShared {
     pub(crate) fn new(provider: Arc<dyn PvProvider>, cfg: ServerConfig, tcp_port: u16) -> Self {
+        let (per_source, total) = cfg.search_replies_per_second;
         Self {
             provider,
             cfg,
@@ -69,6 +73,8 @@ impl ServerShared {
             partial_timeouts: AtomicU64::new(0),
             partial_bytes: AtomicUsize::new(0),
             partial_over_cap: AtomicU64::new(0),
+            search_limiter: ndflow_net::ReplyLimiter::new(per_source, total),
+            searches_limited: AtomicU64::new(0),
         }
     }
 
@@ -189,6 +195,12 @@ impl Server {
     /// over `max_partial_bytes` with theirs.
     pub fn partial_over_cap(&self) -> u64 {
         self.shared.partial_over_cap.load(Ordering::Relaxed)
+    }
+
+    /// Search replies not sent because a client (or all of them) searched faster than the
+    /// rate limits (`search_replies_per_second`).
+    pub fn searches_limited(&self) -> u64 {
+        self.shared.searches_limited.load(Ordering::Relaxed)
     }
 
     /// Bytes of incomplete messages the connections hold now.

@@ -65,3 +65,44 @@ fn two_servers_one_port_each_found_and_read() {
     let c = Client::new(ClientConfig::loopback(b.udp_addr().port())).unwrap();
     assert!(c.get("B:long", T).is_ok());
 }
+
+#[test]
+fn a_search_flood_gets_limited_replies_and_is_counted() {
+    let cfg = ServerConfig {
+        search_replies_per_second: (50.0, 1000.0),
+        ..ServerConfig::loopback_ephemeral()
+    };
+    let a = Server::start(cfg, demo_provider("F:")).unwrap();
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut d = message(Header::new(cmd::VERSION, 0, 13, 0, 0), &[]);
+    d.extend(string_message(
+        Header::new(cmd::SEARCH, 5, 13, 1, 1),
+        "F:long",
+    ));
+    // 1000 searches from one address, limited to 50 replies a second: at most two seconds'
+    // worth (100) of replies, plus what refills while they are sent.
+    let t0 = std::time::Instant::now();
+    // Paced a little, so that the kernel's socket buffers do not drop most of them.
+    for i in 0..1000 {
+        s.send_to(&d, a.udp_addr()).unwrap();
+        if i % 50 == 49 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    let mut replies = 0u64;
+    let mut buf = [0u8; 1024];
+    while s.recv_from(&mut buf).is_ok() {
+        replies += 1;
+    }
+    let allowed = 100.0 + 50.0 * t0.elapsed().as_secs_f64();
+    assert!(
+        replies > 0 && replies as f64 <= allowed,
+        "{replies} replies"
+    );
+    let limited = a.searches_limited();
+    assert!(limited > 0, "counted");
+    // Datagrams the kernel dropped got neither: replies + limited <= sent.
+    assert!(replies + limited <= 1000, "{replies} + {limited}");
+}

@@ -10,11 +10,14 @@
 //!   224.0.0.128, through which a server passes a unicast search on to every other server of
 //!   the host (the kernel gives a unicast datagram to one socket only).
 //! - [`identity`]: the login name clients announce.
+//! - [`ReplyLimiter`]: search replies rate-limited per client address and in all.
 
 pub mod identity;
 pub mod ifaces;
+mod limit;
 mod listen;
 mod socket;
 
+pub use limit::ReplyLimiter;
 pub use listen::{Listen, ListenError};
 pub use socket::{Datagram, DiscoverySocket, LOCAL_GROUP};

@@ -116,6 +116,8 @@ pub struct ServerStats {
     /// Connections closed because the incomplete messages of all connections would have held
     /// more than `max_partial_bytes` with theirs.
     pub partial_over_cap: u64,
+    /// Search replies not sent because of the rate limits (`search_replies_per_second`).
+    pub searches_limited: u64,
 }
 
 #[derive(Default)]
@@ -134,11 +136,15 @@ pub(crate) struct Counters {
     direct_writes: AtomicU64,
     partial_timeouts: AtomicU64,
     partial_over_cap: AtomicU64,
+    searches_limited: AtomicU64,
 }
 
 impl Counters {
     pub(crate) fn malformed(&self) {
         self.malformed.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn search_limited(&self) {
+        self.searches_limited.fetch_add(1, Ordering::Relaxed);
     }
     pub(crate) fn partial_timeout(&self) {
         self.partial_timeouts.fetch_add(1, Ordering::Relaxed);
@@ -196,6 +202,7 @@ impl Counters {
             direct_writes: g(&self.direct_writes),
             partial_timeouts: g(&self.partial_timeouts),
             partial_over_cap: g(&self.partial_over_cap),
+            searches_limited: g(&self.searches_limited),
         }
     }
 }
@@ -219,6 +226,7 @@ pub(crate) struct ServerShared {
     pub(crate) stats: Counters,
     /// Bytes of incomplete messages over all connections (`max_partial_bytes`).
     pub(crate) partial: Arc<crate::transport::PartialBudget>,
+    pub(crate) search_limiter: ndflow_net::ReplyLimiter,
 }
 
 impl ServerShared {
@@ -232,6 +240,10 @@ impl ServerShared {
             guid: new_guid(),
             tcp_addr: SocketAddr::new(cfg.listen.announce(), tcp_addr.port()),
             partial: crate::transport::PartialBudget::new(cfg.max_partial_bytes),
+            search_limiter: ndflow_net::ReplyLimiter::new(
+                cfg.search_replies_per_second.0,
+                cfg.search_replies_per_second.1,
+            ),
             cfg,
             stats: Counters::default(),
         }

@@ -21,6 +21,9 @@ pub static SERVER_STATS: &[ParamDef] = &[
     ParamDef::int64("CaSearchesForwarded", 0)
         .read_only_plain()
         .doc("Channel Access: unicast searches passed on to the other servers of this host"),
+    ParamDef::int64("CaSearchesLimited", 0)
+        .read_only_plain()
+        .doc("Channel Access: search replies not sent because a client searched faster than 1000 a second (10,000 for all)"),
     ParamDef::int64("CaPartialTimeouts", 0)
         .read_only_plain()
         .doc("Channel Access: connections closed because a message stayed incomplete for 30 s"),
@@ -48,6 +51,9 @@ pub static SERVER_STATS: &[ParamDef] = &[
     ParamDef::int64("PvaPartialOverCap", 0)
         .read_only_plain()
         .doc("pvAccess: connections closed because the incomplete messages of all clients would have held more than 256 MiB with theirs"),
+    ParamDef::int64("PvaSearchesLimited", 0)
+        .read_only_plain()
+        .doc("pvAccess: search replies not sent because a client searched faster than 1000 a second (10,000 for all)"),
     ParamDef::int64("PvaMalformed", 0)
         .read_only_plain()
         .doc("pvAccess: messages that could not be decoded (the connection is closed)"),
@@ -73,6 +79,7 @@ pub fn update(store: &ParamStore, servers: &Servers) {
         put("CaSearchesForwarded", count(forwarded));
         put("CaPartialTimeouts", count(ca.partial_timeouts()));
         put("CaPartialOverCap", count(ca.partial_over_cap()));
+        put("CaSearchesLimited", count(ca.searches_limited()));
     }
     if let Some(pva) = servers.pva.as_ref().and_then(|p| p.server()) {
         let s = pva.stats();
@@ -84,6 +91,7 @@ pub fn update(store: &ParamStore, servers: &Servers) {
         put("PvaMalformed", count(s.malformed));
         put("PvaPartialTimeouts", count(s.partial_timeouts));
         put("PvaPartialOverCap", count(s.partial_over_cap));
+        put("PvaSearchesLimited", count(s.searches_limited));
     }
     store.set_many(&w);
 }

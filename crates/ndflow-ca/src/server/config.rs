@@ -61,6 +61,9 @@ pub struct ServerConfig {
     /// whose message takes the total over is closed (and counted). Bounds the memory a crowd of
     /// clients can make the server hold with large messages they never finish.
     pub max_partial_bytes: usize,
+    /// Search replies a second, to one client address and in all (each with a burst of two
+    /// seconds' worth); replies over them are dropped and counted.
+    pub search_replies_per_second: (f64, f64),
     /// Tokio worker threads of the server's runtime.
     pub worker_threads: usize,
 }
@@ -81,6 +84,7 @@ impl Default for ServerConfig {
             write_timeout: Duration::from_secs(30),
             partial_timeout: Duration::from_secs(30),
             max_partial_bytes: 256 << 20,
+            search_replies_per_second: (1000.0, 10_000.0),
             worker_threads: 2,
         }
     }

@@ -156,6 +156,10 @@ pub(crate) async fn search_loop(
         }
         let reply = handle_datagram(&srv, data, reply_ip);
         if !reply.is_empty() {
+            if !srv.search_limiter.allow(client.ip()) {
+                srv.searches_limited.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             let _ = sock.send_to(&reply, client).await;
         }
     }

@@ -50,6 +50,9 @@ pub struct ServerConfig {
     /// Bytes all connections together may hold in messages not yet complete; the connection
     /// whose bytes take the total over is closed (and counted).
     pub max_partial_bytes: usize,
+    /// Search replies a second, to one client address and in all (each with a burst of two
+    /// seconds' worth); replies over them are dropped and counted.
+    pub search_replies_per_second: (f64, f64),
     /// Period of the server's own ECHO keep-alives.
     pub echo_period: Duration,
     /// Tokio worker threads of the server's runtime.
@@ -72,6 +75,7 @@ impl ServerConfig {
             max_message: DEFAULT_MAX_MESSAGE,
             conn_timeout: Duration::from_secs(40),
             max_partial_bytes: 256 << 20,
+            search_replies_per_second: (1000.0, 10_000.0),
             echo_period: Duration::from_secs(15),
             worker_threads: 2,
             direct_write: true,

@@ -268,6 +268,10 @@ pub(crate) async fn udp_loop(
             Arrival::Direct
         };
         for (dest, bytes) in handle_datagram(&srv, data, d.src, arrival) {
+            if !srv.search_limiter.allow(dest.ip()) {
+                srv.stats.search_limited();
+                continue;
+            }
             let _ = sock.send_to(&bytes, dest).await;
         }
     }
