@@ -150,6 +150,11 @@ def test_dropped_frames_alarm_until_reset(ndflow_bin, tmp_path):
         ioc.ctx.put(slow + "QueueSize", 22, wait=True)
         ioc.wait_for(slow + "QueueFree", lambda v: v == 22)
         assert ca_read(ioc, limits) == {"low": 5.0, "lolo": 0.0, "ctrl": [5, 0]}
+        # And over pvAccess, as QSRV serves a longin's limits: valueAlarm.
+        va = ioc.raw.get(slow + "QueueFree", timeout=5).valueAlarm
+        got = (va.active, va.lowWarningLimit, va.lowAlarmLimit, va.lowWarningSeverity,
+               va.lowAlarmSeverity, va.highAlarmSeverity)
+        assert got == (True, 5.0, 0.0, 1, 2, 0), got
     finally:
         ioc.close()
 

@@ -229,15 +229,10 @@ impl PvProvider for CaProvider {
 
 /// The level alarm limits of a parameter's records now (0 where none is declared).
 fn alarm_limits(s: &crate::pvdir::ParamSlot) -> AlarmLimits {
-    let AlarmRule::Levels(l) = s.def.alarm else {
+    let Some(l) = s.level_limits() else {
         return AlarmLimits::default();
     };
-    let full = s.store.index(l.of).map_or(0.0, |i| s.store.get_f64(i));
-    // A longin's limit fields are integers: the calcout's 0.25 × QueueSize lands truncated.
-    let integer = matches!(s.def.kind, ParamKind::Int32 | ParamKind::Int64);
-    let [hihi, high, low, lolo] = l
-        .limits(full)
-        .map(|x| x.map_or(0.0, |x| if integer { x.trunc() } else { x }));
+    let [hihi, high, low, lolo] = l.map(|x| x.unwrap_or(0.0));
     AlarmLimits {
         hihi,
         high,

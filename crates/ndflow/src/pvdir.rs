@@ -148,6 +148,24 @@ pub struct IocPort {
 }
 
 impl ParamSlot {
+    /// The level alarm limits `[hihi, high, low, lolo]` of its records now, when its alarm is
+    /// a level rule (`None` in a place: no such level). An integer parameter's limits are
+    /// truncated, as a longin's limit fields are.
+    pub fn level_limits(&self) -> Option<[Option<f64>; 4]> {
+        let AlarmRule::Levels(l) = self.def.alarm else {
+            return None;
+        };
+        let full = self
+            .store
+            .index(l.of)
+            .map_or(0.0, |i| self.store.get_f64(i));
+        let integer = matches!(self.def.kind, ParamKind::Int32 | ParamKind::Int64);
+        Some(
+            l.limits(full)
+                .map(|x| x.map(|x| if integer { x.trunc() } else { x })),
+        )
+    }
+
     pub fn value(&self) -> ParamValue {
         self.store
             .get(self.idx)

@@ -20,6 +20,28 @@ pub fn control_desc() -> FieldDesc {
     )
 }
 
+/// `valueAlarm_t`: a record's level alarm limits and their severities, as QSRV serves them for
+/// ai/longin records.
+pub fn value_alarm_desc() -> FieldDesc {
+    let f64 = || FieldDesc::Scalar(ScalarType::F64);
+    let i32 = || FieldDesc::Scalar(ScalarType::I32);
+    FieldDesc::structure(
+        "valueAlarm_t",
+        vec![
+            ("active", FieldDesc::Scalar(ScalarType::Bool)),
+            ("lowAlarmLimit", f64()),
+            ("lowWarningLimit", f64()),
+            ("highWarningLimit", f64()),
+            ("highAlarmLimit", f64()),
+            ("lowAlarmSeverity", i32()),
+            ("lowWarningSeverity", i32()),
+            ("highWarningSeverity", i32()),
+            ("highAlarmSeverity", i32()),
+            ("hysteresis", FieldDesc::Scalar(ScalarType::U8)),
+        ],
+    )
+}
+
 fn build(id: &str, value: FieldDesc, meta: bool) -> FieldDesc {
     let mut fields = vec![
         ("value", value),
@@ -61,6 +83,21 @@ pub mod scalar {
     /// control.
     pub fn desc(t: ScalarType) -> FieldDesc {
         build(NTSCALAR_ID, FieldDesc::Scalar(t), t != ScalarType::String)
+    }
+
+    /// [`desc`] of a number plus `valueAlarm` (level alarm limits).
+    pub fn desc_with_value_alarm(t: ScalarType) -> FieldDesc {
+        FieldDesc::structure(
+            NTSCALAR_ID,
+            vec![
+                ("value", FieldDesc::Scalar(t)),
+                ("alarm", alarm_desc()),
+                ("timeStamp", time_desc()),
+                ("display", display_desc()),
+                ("control", control_desc()),
+                ("valueAlarm", value_alarm_desc()),
+            ],
+        )
     }
 
     /// A complete value of [`desc`]`(t)` holding `v` (which must be a scalar of type `t`), with

@@ -61,6 +61,9 @@ impl PvaProvider {
             let readback = e.face == Face::Readback;
             let mut initial = face_value(s.def, desc, &s.value(), readback);
             set_alarm(dir, id, desc, &mut initial, &s.value());
+            if let Some(l) = s.level_limits() {
+                set_value_alarm(desc, &mut initial, l);
+            }
             let mut pv = SharedPv::new(desc.clone(), initial);
             if dir.is_writable(id) {
                 let (weak, def) = (Arc::downgrade(dir), s.def);
@@ -103,7 +106,9 @@ impl PvaProvider {
         let mut bits = changed_bits(desc);
         if alarms {
             bits.extend(desc.find("alarm").map(|(bit, _)| bit));
+            bits.extend(desc.find("valueAlarm").map(|(bit, _)| bit));
         }
+        let limits = s.level_limits();
         let changed = BitSet::from_bits(&bits);
         for &e in &s.entries {
             let Some(pv) = self.pvs.get(e) else {
@@ -117,6 +122,9 @@ impl PvaProvider {
             };
             if alarms {
                 set_alarm(&self.dir, e, desc, &mut out, v);
+            }
+            if let Some(l) = limits {
+                set_value_alarm(desc, &mut out, l);
             }
             // Latest-wins for control PVs: a slow client sees the newest value.
             let _ = pv.post(out, &changed);
@@ -225,6 +233,30 @@ fn set_alarm(dir: &PvDirectory, entry: usize, desc: &FieldDesc, out: &mut Value,
     );
 }
 
+/// Fills `valueAlarm` with level limits `[hihi, high, low, lolo]` (0 and NO_ALARM where a
+/// level is not declared): MAJOR beyond the alarm limits, MINOR beyond the warning ones.
+fn set_value_alarm(desc: &FieldDesc, out: &mut Value, limits: [Option<f64>; 4]) {
+    let [hihi, high, low, lolo] = limits;
+    let sev = |l: Option<f64>, s: i32| Value::I32(if l.is_some() { s } else { 0 });
+    let fields = [
+        ("valueAlarm.active", Value::Bool(true)),
+        ("valueAlarm.lowAlarmLimit", Value::F64(lolo.unwrap_or(0.0))),
+        ("valueAlarm.lowWarningLimit", Value::F64(low.unwrap_or(0.0))),
+        (
+            "valueAlarm.highWarningLimit",
+            Value::F64(high.unwrap_or(0.0)),
+        ),
+        ("valueAlarm.highAlarmLimit", Value::F64(hihi.unwrap_or(0.0))),
+        ("valueAlarm.lowAlarmSeverity", sev(lolo, 2)),
+        ("valueAlarm.lowWarningSeverity", sev(low, 1)),
+        ("valueAlarm.highWarningSeverity", sev(high, 1)),
+        ("valueAlarm.highAlarmSeverity", sev(hihi, 2)),
+    ];
+    for (path, v) in fields {
+        set(out, desc, path, v);
+    }
+}
+
 /// Bits of `value` and `timeStamp` (what changes on an update).
 fn changed_bits(desc: &FieldDesc) -> Vec<usize> {
     ["value", "timeStamp"]
@@ -255,7 +287,13 @@ fn array_desc(store: &ParamStore, declared: ndflow_core::DataType) -> FieldDesc 
 /// The normative type of a parameter's PV.
 pub fn pv_desc(def: &ParamDef) -> FieldDesc {
     use ndflow_pva::nt;
+    // Level alarms (QueueFree's LOW/LOLO) are served as `valueAlarm`, as QSRV does.
+    let levels = matches!(def.alarm, AlarmRule::Levels(_));
     match def.kind {
+        ParamKind::Int32 | ParamKind::Int64 if levels => {
+            nt::scalar::desc_with_value_alarm(int_type(def))
+        }
+        ParamKind::Float64 if levels => nt::scalar::desc_with_value_alarm(ScalarType::F64),
         ParamKind::Int32 | ParamKind::Int64 => nt::scalar::desc(int_type(def)),
         ParamKind::Float64 => nt::scalar::desc(ScalarType::F64),
         ParamKind::String => nt::scalar::desc(ScalarType::String),
