@@ -34,8 +34,8 @@ pub mod nexus;
 pub mod null;
 pub mod tiff;
 
-#[cfg(test)]
-mod test_dir;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_dir;
 
 pub use file::{FileWriterPlugin, Format};
 pub use hdf5::{Hdf5FilePlugin, Hdf5Format};

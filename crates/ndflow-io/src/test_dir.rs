@@ -1,13 +1,14 @@
-//! A scratch directory for unit tests, removed when dropped.
+//! A scratch directory for unit tests, removed when dropped (also for other crates' tests,
+//! with the `test-support` feature).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-pub(crate) struct Dir(pub(crate) PathBuf);
+pub struct Dir(pub PathBuf);
 
 impl Dir {
     /// A fresh, empty directory under the system temp dir, unique to this process and call.
-    pub(crate) fn new(tag: &str) -> Dir {
+    pub fn new(tag: &str) -> Dir {
         static N: AtomicUsize = AtomicUsize::new(0);
         let p = std::env::temp_dir().join(format!(
             "ndflow-io-{tag}-{}-{}",
@@ -20,7 +21,7 @@ impl Dir {
     }
 
     /// The names of the files in it, sorted.
-    pub(crate) fn entries(&self) -> Vec<String> {
+    pub fn entries(&self) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(&self.0)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

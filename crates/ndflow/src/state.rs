@@ -399,49 +399,10 @@ pub fn stress_write(path: &Path, limit: Duration) -> Result<(), String> {
 }
 
 #[cfg(test)]
-pub(crate) mod test_dir {
-    //! A scratch directory for unit tests, removed when dropped.
-    use std::path::PathBuf;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    pub(crate) struct Dir(pub(crate) PathBuf);
-
-    impl Dir {
-        pub(crate) fn new(tag: &str) -> Dir {
-            static N: AtomicUsize = AtomicUsize::new(0);
-            let p = std::env::temp_dir().join(format!(
-                "ndflow-state-{tag}-{}-{}",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            ));
-            let _ = std::fs::remove_dir_all(&p);
-            std::fs::create_dir_all(&p).unwrap();
-            Dir(p)
-        }
-
-        /// The names of the files in it, sorted.
-        pub(crate) fn entries(&self) -> Vec<String> {
-            let mut v: Vec<String> = std::fs::read_dir(&self.0)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect();
-            v.sort();
-            v
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
     use ndflow_core::ParamValue;
-    use test_dir::Dir;
+    use ndflow_io::test_dir::Dir;
 
     const CONFIG: &str = r#"
 prefix = "ST:"

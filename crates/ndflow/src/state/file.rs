@@ -305,7 +305,7 @@ pub fn set_aside(path: &Path) -> io::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::test_dir::Dir;
+    use ndflow_io::test_dir::Dir;
 
     fn def(kind: ParamKind) -> ParamDef {
         let mut d = ParamDef::int32("X", 0);

@@ -297,8 +297,8 @@ fn save_loop(shared: &Shared, w: &mut Writer, t: Timing) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::test_dir::Dir;
     use ndflow_core::ParamDef;
+    use ndflow_io::test_dir::Dir;
 
     static DEFS: &[ParamDef] = &[
         ParamDef::float64("AcquireTime", 0.1),
