@@ -247,16 +247,12 @@ fn ports(cfg: &Config) -> Result<Vec<Port>, String> {
     Ok(out)
 }
 
-/// Writes `text` to `dir/name` through a temporary file renamed over it, so a display
-/// manager never reads half a file.
+/// Writes `text` to `dir/name` through a temporary file renamed over it (the state file's
+/// write), so a display manager never reads half a file.
 fn write_atomic(dir: &Path, name: &str, text: &str) -> Result<PathBuf, String> {
     let path = dir.join(name);
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot write {}: {e}", path.display())
-    })?;
+    crate::state::file::write_atomic(&path, text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(path)
 }
 
