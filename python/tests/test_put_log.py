@@ -3,15 +3,11 @@ and Channel Access (pyepics), is one line with the time, protocol, user@host, PV
 new value; a refused write is not in it. Loopback only (netenv.py, free ports per test)."""
 
 import getpass
-import os
 import re
-import subprocess
-import sys
-import textwrap
 
 from interop import require
-from netenv import ca_client_env
 from pva_util import NdflowIoc
+from pyepics_client import run_pyepics
 
 require("epics")
 
@@ -45,18 +41,13 @@ def test_accepted_writes_are_logged_with_who_and_what(ndflow_bin, tmp_path):
             ioc.ctx.put("PL:ROI1:MinX", -5, wait=True)  # refused: below 0
         except Exception:
             pass
-        env = dict(os.environ)
-        env.update(ca_client_env(ioc.ca_port, ioc.ca_repeater))
-        code = textwrap.dedent(
+        run_pyepics(
+            ioc,
             """
-            import epics
             assert epics.caput("PL:ROI1:MinX", 7, wait=True, timeout=5) == 1
             assert epics.caput("PL:cam1:AcquireTime", 0.5, wait=True, timeout=5) == 1
-            """
+            """,
         )
-        p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                           text=True, timeout=60)
-        assert p.returncode == 0, p.stderr
     finally:
         ioc.close()
     lines = log.read_text().splitlines()
