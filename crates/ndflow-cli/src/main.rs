@@ -68,6 +68,10 @@ enum Cmd {
         /// this file; the log has them at info level anyway (target ndflow::put).
         #[arg(long, value_name = "FILE")]
         put_log: Option<PathBuf>,
+        /// Serve the live web viewer on [ADDR:]PORT (default address 127.0.0.1: this host
+        /// only); overrides the config's [web] (docs/web.md).
+        #[arg(long, value_name = "[ADDR:]PORT", value_parser = ndflow::web::parse_addr)]
+        web: Option<std::net::SocketAddr>,
     },
     /// Validate a config file (with the same --prefix/--set as `run`): builds every port and
     /// PV name without acquiring or serving, and prints what it holds.
@@ -383,6 +387,7 @@ fn main() -> ExitCode {
             state,
             no_state,
             put_log,
+            web,
         } => read_config(&config).and_then(|text| {
             ioc::run(
                 &text,
@@ -402,6 +407,7 @@ fn main() -> ExitCode {
                     sets: set,
                     listen,
                     put_log,
+                    web,
                 },
             )
         }),
@@ -460,6 +466,7 @@ fn main() -> ExitCode {
                 listen: None,
                 state: None,
                 put_log: None,
+                web: None,
             },
         ),
         Cmd::Bench { which } => ndflow_bench::cli::run(which),

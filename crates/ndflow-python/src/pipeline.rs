@@ -179,6 +179,7 @@ impl Pipeline {
                 ca: serve_ca,
                 access: AccessRules::default(),
                 listen: None,
+                web: None,
                 ports: Vec::new(),
             },
         };

@@ -82,6 +82,8 @@ pub struct Config {
     /// variables decide (EPICS_PVAS_INTF_ADDR_LIST / EPICS_CAS_INTF_ADDR_LIST), else this host
     /// only.
     pub listen: Option<ndflow_net::Listen>,
+    /// `[web]`: where the web viewer's HTTP server listens (`crate::web`); `None`: no server.
+    pub web: Option<std::net::SocketAddr>,
     pub ports: Vec<PortConfig>,
 }
 
@@ -125,6 +127,7 @@ impl Config {
             ca: true,
             access: AccessRules::default(),
             listen: None,
+            web: None,
             ports: Vec::new(),
         };
         for (key, item) in doc.iter() {
@@ -173,6 +176,14 @@ impl Config {
                             .map_err(|e| err(line, None, Some(key), e.to_string()))?,
                     );
                 }
+                "web" => {
+                        let t = item.as_table().ok_or_else(|| {
+                            err(line, None, Some(key), "must be a [web] table".into())
+                        })?;
+                        cfg.web = Some(crate::web::parse_table(t).map_err(|(k, m)| {
+                            err(line, None, Some(&format!("web.{k}")), m)
+                        })?);
+                    }
                 "access" => {
                     let tables = item.as_array_of_tables().ok_or_else(|| {
                         err(
@@ -208,7 +219,7 @@ impl Config {
                         line,
                         None,
                         Some(other),
-                        "unknown top-level key (expected prefix, threads, pva, ca, listen, [[access]], [[port]])".into(),
+                        "unknown top-level key (expected prefix, threads, pva, ca, listen, [web], [[access]], [[port]])".into(),
                     ))
                 }
             }

@@ -48,6 +48,8 @@ pub struct RunOptions {
     pub state: Option<PathBuf>,
     /// `--put-log FILE`: accepted client writes appended there too ([`crate::put_log`]).
     pub put_log: Option<PathBuf>,
+    /// `--web [ADDR:]PORT`: the web viewer's address, over the config's `[web]`.
+    pub web: Option<std::net::SocketAddr>,
 }
 
 /// The embedded demo pipeline, acquiring `frames` frames.
@@ -69,6 +71,7 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     let graph = Arc::new(Graph::new(cfg.threads));
     let pv_reader = serve::install_pv_reader(&graph);
     let images = Arc::new(ImagePvs::default());
+    let web_frames = Arc::clone(images.web_frames());
     // The graph without the config's `Acquire = 1`, which is applied (last, as `build` would)
     // once the drivers are watched, so that the acquisition it starts is reported in full.
     let mut built = cfg.clone();
@@ -123,6 +126,17 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     if let (Some(log), Some(dir)) = (put_log, &servers.dir) {
         dir.set_put_log(log);
     }
+    let web = match opts.web.or(cfg.web) {
+        Some(addr) => Some(crate::web::start(
+            addr,
+            &graph,
+            &cfg,
+            servers.dir.clone(),
+            web_frames,
+            std::slice::from_ref(&ioc_port),
+        )?),
+        None => None,
+    };
     // A second Ctrl-C (or SIGTERM, SIGHUP) while stopping exits at once. The first wakes the
     // loop below, as does the start or end of an acquisition; otherwise it sleeps a second
     // (20 ms with --until-idle, to notice idle) and, while idle, prints nothing.
@@ -136,6 +150,9 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     // once a stop signal is handled, so a supervisor seeing it may stop the IOC cleanly.
     if let Some(line) = servers.banner() {
         eprintln!("{line}");
+    }
+    if let Some(w) = &web {
+        eprintln!("web viewer: http://{}/", w.local_addr());
     }
     let show_status = show_status_line(opts.quiet, opts.status);
     let mut status = StatusLine::new();
@@ -190,6 +207,7 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
             .map_err(|e| format!("cannot write summary {}: {e}", path.display()))?;
     }
     drop(state); // writes what is still pending
+    drop(web);
     drop(servers);
     graph.shutdown();
     Ok(())

@@ -37,3 +37,4 @@ pub mod server_stats;
 pub mod state;
 pub mod status;
 pub mod vds;
+pub mod web;

@@ -28,6 +28,7 @@ pub const TYPES: &[&PortType] = &[
     &std_arrays::PORT,
     &codec::PORT,
     &pva::plugin::PORT,
+    &crate::web::plugin::PORT,
     &ndflow_io::tiff::PORT,
     &ndflow_io::netcdf::PORT,
     &ndflow_io::nexus::PORT,

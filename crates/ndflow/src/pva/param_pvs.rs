@@ -172,13 +172,20 @@ impl ChannelProvider for PvaProvider {
     }
 }
 
-/// The NTNDArray PVs of `pva` ports, registered while the graph is built.
+/// The NTNDArray PVs of `pva` ports, registered while the graph is built, and the frame
+/// sources of `web` ports (the IOC's services to the port constructors).
 #[derive(Default)]
 pub struct ImagePvs {
     pvs: RwLock<HashMap<String, SharedPv>>,
+    web: Arc<ndflow_web::FrameHub>,
 }
 
 impl ImagePvs {
+    /// The frame sources of `web` ports, read by the IOC's web server.
+    pub fn web_frames(&self) -> &Arc<ndflow_web::FrameHub> {
+        &self.web
+    }
+
     /// Adds a PV; an existing name is an error (two ports with the same prefix and name).
     pub fn add(&self, name: String, pv: SharedPv) -> Result<(), String> {
         let mut map = self.pvs.write();
