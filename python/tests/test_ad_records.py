@@ -26,6 +26,10 @@ from netenv import ca_client_env
 from pva_util import NdflowIoc
 
 RECORDS = json.loads((pathlib.Path(__file__).parent / "data" / "ad_records.json").read_text())
+# The templates' helper records (calc, calcout, seq, sseq, dfanout, fanout, subArray, asyn) of
+# the templates that have them: name and record type.
+HELPERS = json.loads(
+    (pathlib.Path(__file__).parent / "data" / "ad_helper_records.json").read_text())
 
 P = "PAR:"
 PLUGIN = ["NDArrayBase", "NDPluginBase"]
@@ -227,4 +231,99 @@ def test_every_record_over_channel_access(ioc):
         elif rec["type"] in ENUMS and enum != menu(rec):
             problems[(typ, rec["name"])] = f"menu {enum} != {menu(rec)}"
     print(f"\nChannel Access: {len(recs) - len(problems)}/{len(recs)} records right")
+    check(problems)
+
+
+def all_helpers():
+    """[(port type, full PV name, record)] for every helper record of every port's templates."""
+    out = []
+    for typ, prefix, templates, _ in PORTS:
+        seen = {}
+        for t in templates:
+            t, _, addr = t.partition("@")
+            # NDOverlay's per-overlay records are NDOverlayN's, under `1:` … `8:`.
+            per = [("NDOverlayN", f"{n}:") for n in (1, 8)] if t == "NDOverlay" else [(t, addr)]
+            for tt, a in per:
+                for r in HELPERS.get(tt, []):
+                    seen[a + r["name"]] = dict(r, name=a + r["name"])
+        out += [(typ, P + prefix + n, r) for n, r in seen.items()]
+    return out
+
+
+RTYP_CHECK = r"""
+import json, sys
+from epics import ca
+names = json.loads(sys.stdin.read())
+chids = [ca.create_channel(n + ".RTYP", connect=False, auto_cb=False) for n in names]
+ca.pend_io(1.0)
+out = {}
+for n, c in zip(names, chids):
+    out[n] = ca.get(c, timeout=5.0) if ca.connect_channel(c, timeout=5.0) else None
+print("RESULT " + json.dumps(out))
+"""
+
+
+# `.RTYP` answers that differ from the template's record type, by record name, with why.
+# The value, menu and access of each are right (the tests above); the record type alone
+# differs, because it is inferred from the declaration (a two-entry menu is a bo/bi; a
+# read-only result is an ai/longin). Keep this short and honest: it only shrinks.
+MBB2 = "a two-entry menu served as bo/bi where the template has an mbbo/mbbi"
+RESULT = "a result the template makes an output (so its Reset sseq can zero it), served as an input"
+RTYP_GAPS = {name: MBB2 for name in """
+    TriggerMode SortMode FileFormat ScatterMethod XSineOperation YSineOperation FWHDF5Format
+    StreamVersion ROIMode Mode ExtGateMode CompressionAlgo ARConvertPixelFormat
+    ARPacketResendEnable ExposureAuto ExposureMode GainAuto PixelFormat TriggerOverlap
+    TriggerSource TSAcquireMode""".split()}
+RTYP_GAPS.update({n + "_RBV": MBB2 for n in list(RTYP_GAPS) if n != "ARPacketResendEnable"})
+RTYP_GAPS["ShutterStatusEPICS_RBV"] = MBB2
+RTYP_GAPS.update({name: RESULT for name in """
+    MinValue MaxValue MeanValue SigmaValue Total Net MinX MinY MaxX MaxY CentroidTotal CentroidX
+    CentroidY SigmaX SigmaY SigmaXY SkewX SkewY KurtosisX KurtosisY Eccentricity Orientation
+    HistAbove HistBelow HistEntropy""".split()})
+RTYP_GAPS["AcquireBusy"] = "a busy record served as a read-only bi (written only by the port)"
+RTYP_GAPS["AutoOffsetScale"] = "a busy record served as a bo (it completes at once)"
+RTYP_GAPS["PoolMaxMem"] = "writable in ndflow (the pool's cap), an ai in the template"
+
+
+def test_every_record_type_over_channel_access(ioc):
+    """`.RTYP` of every record, helper records included, is the template's record type (but
+    for RTYP_GAPS)."""
+    require("epics")
+    recs = all_records() + all_helpers()
+    env = dict(os.environ)
+    env.update(ca_client_env(ioc.ca_port, ioc.ca_repeater))
+    p = subprocess.run([sys.executable, "-c", RTYP_CHECK], input=json.dumps([n for _, n, _ in recs]),
+                       env=env, capture_output=True, text=True, timeout=300)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
+    assert p.returncode == 0 and lines, p.stdout[-2000:] + p.stderr[-2000:]
+    got = json.loads(lines[-1][7:])
+    problems = {}
+    gaps_seen = set()
+    for typ, name, rec in recs:
+        if got.get(name) != rec["type"]:
+            base = rec["name"].rsplit(":", 1)[-1]
+            if got.get(name) is not None and base in RTYP_GAPS:
+                gaps_seen.add(base)
+                continue
+            problems[(typ, rec["name"])] = f".RTYP {got.get(name)!r} != {rec['type']!r}"
+    closed = sorted(set(RTYP_GAPS) - gaps_seen)
+    assert not closed, f"RTYP gaps closed, remove them from RTYP_GAPS: {closed}"
+    helpers = len(all_helpers())
+    print(f"\nChannel Access .RTYP: {len(recs) - len(problems)}/{len(recs)} right "
+          f"({helpers} helper records)")
+    check(problems)
+
+
+def test_every_helper_record_over_pvaccess(ioc):
+    """Each helper record answers over pvAccess, and its `.RTYP` field PV names its type."""
+    recs = all_helpers()
+    values = ioc.ctx.get([n for _, n, _ in recs], throw=False, timeout=20)
+    rtyps = ioc.ctx.get([n + ".RTYP" for _, n, _ in recs], throw=False, timeout=20)
+    problems = {}
+    for (typ, name, rec), v, r in zip(recs, values, rtyps):
+        if isinstance(v, Exception):
+            problems[(typ, rec["name"])] = f"missing: {v}"
+        elif r != rec["type"]:
+            problems[(typ, rec["name"])] = f".RTYP {r!r} != {rec['type']!r}"
+    print(f"\npvAccess helper records: {len(recs) - len(problems)}/{len(recs)} right")
     check(problems)

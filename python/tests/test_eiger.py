@@ -550,10 +550,6 @@ def test_ophyd_eiger_detector_cam_connects(ndflow_bin, tmp_path, tk):
     assert not broken_in_templates, broken_in_templates
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "not the EIGER driver: ndflow's Channel Access server serves records but not their fields; "
-    "ophyd's EigerDetectorCam.data_type_disabled reads DataType_RBV.DISA (a field every EPICS "
-    "record has), so that one component cannot be built"))
 def test_ca_serves_record_fields_ophyd_reads(ndflow_bin, tmp_path, tk):
     ioc = open_ioc(ndflow_bin, tmp_path, eiger_config(tk.host_arg(), tk.v1_port, tk.v2_port))
     try:

@@ -74,6 +74,45 @@ pub enum RecordHint {
     /// A bo record whose put completes as a busy record's does (ADBase's Acquire: a put
     /// callback returns when the acquisition has ended).
     BoCompletes,
+    /// One of a template's helper records (`calc`, `calcout`, `seq`, `sseq`, `dfanout`,
+    /// `fanout`, `subArray`, `asyn`), served as that record type: its value computed from
+    /// other parameters ([`Derive`]) or its processing (a put, `.PROC`) acted on by the port.
+    Helper(&'static str),
+    /// The natural record for the setpoint, a helper record for the readback (NDPluginBase's
+    /// MaxArrayRate is an ao, MaxArrayRate_RBV a calc).
+    HelperReadback(&'static str),
+}
+
+/// How a parameter's value follows others of its port: what a template's calc, dfanout and
+/// subArray records compute. The store keeps it up to date on every change of a source.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Derive {
+    /// Set by its port (the usual case).
+    None,
+    /// The value of another parameter (a longin or dfanout that reads it).
+    Copy(&'static str),
+    /// `factor` × another parameter (calcout `A*0.25`).
+    Scale(&'static str, f64),
+    /// One parameter minus another (calc `A-B`).
+    Difference(&'static str, &'static str),
+    /// 1/x, 0 when x is 0 (calc `A=0?0:1.0/A`).
+    Reciprocal(&'static str),
+    /// Element `i` of an array parameter, 0 past its end (a subArray with INDX `i`).
+    Element(&'static str, usize),
+}
+
+impl Derive {
+    /// The parameters it reads.
+    pub fn sources(&self) -> [Option<&'static str>; 2] {
+        match *self {
+            Derive::None => [None, None],
+            Derive::Copy(a)
+            | Derive::Scale(a, _)
+            | Derive::Reciprocal(a)
+            | Derive::Element(a, _) => [Some(a), None],
+            Derive::Difference(a, b) => [Some(a), Some(b)],
+        }
+    }
 }
 
 impl RecordHint {
@@ -116,6 +155,12 @@ pub struct ParamDef {
     pub overrides: bool,
     /// When its records alarm ([`crate::alarm`]).
     pub alarm: AlarmRule,
+    /// Another parameter of the same port whose value is this one's records' high display
+    /// and drive limit (HOPR; an areaDetector template's dfanout writing `MinX.HOPR` from the
+    /// input size), so that sliders span the input. `None`: the declared `max`, if any.
+    pub high_limit_from: Option<&'static str>,
+    /// Computed from other parameters of the port ([`Derive`]).
+    pub derive: Derive,
 }
 
 impl ParamDef {
@@ -133,6 +178,8 @@ impl ParamDef {
             menu_values: None,
             overrides: false,
             alarm: AlarmRule::None,
+            high_limit_from: None,
+            derive: Derive::None,
         }
     }
     pub const fn int32(name: &'static str, default: i32) -> ParamDef {
@@ -222,6 +269,27 @@ impl ParamDef {
         self
     }
     /// This declaration replaces an earlier table's of the same name.
+    /// Its records' high limit (HOPR, and the drive limit clients take from it) is the value of
+    /// the parameter `source` of the same port, followed as it changes.
+    pub const fn high_limit_from(mut self, source: &'static str) -> ParamDef {
+        self.high_limit_from = Some(source);
+        self
+    }
+    /// Its value is computed from other parameters of the port, kept up to date by the store.
+    pub const fn derived(mut self, derive: Derive) -> ParamDef {
+        self.derive = derive;
+        self
+    }
+    /// Served as a template's helper record of type `record` (`calc`, `seq`, …).
+    pub const fn helper(mut self, record: &'static str) -> ParamDef {
+        self.record = RecordHint::Helper(record);
+        self
+    }
+    /// Its readback (`Name_RBV`) is served as a helper record of type `record`.
+    pub const fn helper_readback(mut self, record: &'static str) -> ParamDef {
+        self.record = RecordHint::HelperReadback(record);
+        self
+    }
     pub const fn overrides(mut self) -> ParamDef {
         self.overrides = true;
         self
@@ -433,6 +501,14 @@ impl ArrayValue {
         let n = (self.len * self.data_type.size()).min(self.buffer.len());
         &self.buffer[..n]
     }
+    /// Element `i` as a number; `None` past the end.
+    pub fn element_f64(&self, i: usize) -> Option<f64> {
+        let size = self.data_type.size();
+        let b = self.bytes().get(i * size..(i + 1) * size)?;
+        Some(crate::with_pixel_type!(self.data_type, T => {
+            crate::Pixel::to_f64(bytemuck::pod_read_unaligned::<T>(b))
+        }))
+    }
 }
 
 /// Identity, not contents: comparing a frame's pixels on every update would cost a full pass,
@@ -549,6 +625,8 @@ type Listener = Arc<dyn Fn(usize, &ParamValue) + Send + Sync>;
 /// The values of one port's parameters.
 pub struct ParamStore {
     layout: ParamLayout,
+    /// Per parameter: the derived parameters that read it ([`Derive`]).
+    followers: Vec<Vec<usize>>,
     values: RwLock<Vec<ParamValue>>,
     version: AtomicU64,
     listeners: Mutex<Vec<Listener>>,
@@ -573,11 +651,65 @@ impl ParamStore {
     /// A store over `layout`, every value at its default.
     pub fn from_layout(layout: ParamLayout) -> ParamStore {
         let values = layout.defs().iter().map(|d| d.default_value()).collect();
-        ParamStore {
+        let mut followers = vec![Vec::new(); layout.defs().len()];
+        for (i, d) in layout.defs().iter().enumerate() {
+            for src in d.derive.sources().into_iter().flatten() {
+                if let Some(f) = layout.index(src).and_then(|s| followers.get_mut(s)) {
+                    f.push(i);
+                }
+            }
+        }
+        let store = ParamStore {
             layout,
+            followers,
             values: RwLock::new(values),
             version: AtomicU64::new(0),
             listeners: Mutex::new(Vec::new()),
+        };
+        let derived: Vec<usize> = (0..store.defs().len())
+            .filter(|&i| store.defs()[i].derive != Derive::None)
+            .collect();
+        for i in derived {
+            store.recompute(i);
+        }
+        store
+    }
+
+    /// Recomputes the derived parameter `idx` from its sources.
+    fn recompute(&self, idx: usize) {
+        let Some(def) = self.def(idx) else {
+            return;
+        };
+        let num = |name: &str| self.index(name).map_or(0.0, |i| self.get_f64(i));
+        let x = match def.derive {
+            Derive::None => return,
+            Derive::Copy(a) => num(a),
+            Derive::Scale(a, k) => k * num(a),
+            Derive::Difference(a, b) => num(a) - num(b),
+            Derive::Reciprocal(a) => match num(a) {
+                0.0 => 0.0,
+                v => 1.0 / v,
+            },
+            Derive::Element(a, i) => match self.index(a).and_then(|j| self.get(j)) {
+                Some(ParamValue::Array(arr)) => arr.element_f64(i).unwrap_or(0.0),
+                _ => 0.0,
+            },
+        };
+        let v = match def.kind {
+            ParamKind::Float64 => ParamValue::Float(x),
+            _ => ParamValue::Int(x.round() as i64),
+        };
+        if let Ok(v) = coerce_internal(def, v) {
+            self.store(idx, v, false);
+        }
+    }
+
+    /// Brings the parameters derived from `changed` up to date.
+    fn follow(&self, changed: impl IntoIterator<Item = usize>) {
+        for idx in changed {
+            for &f in self.followers.get(idx).map_or(&[][..], Vec::as_slice) {
+                self.recompute(f);
+            }
         }
     }
 
@@ -723,6 +855,7 @@ impl ParamStore {
         if !changed.is_empty() {
             self.version.fetch_add(1, Ordering::AcqRel);
             self.notify(&changed);
+            self.follow(changed.iter().map(|(i, _)| *i));
         }
     }
 
@@ -740,6 +873,9 @@ impl ParamStore {
         }
         if changed || always_notify {
             self.notify(&[(idx, v)]);
+        }
+        if changed {
+            self.follow([idx]);
         }
     }
 
@@ -922,5 +1058,56 @@ mod tests {
             ParamStore::duplicate_names(&[BASE, plain]),
             vec!["ColorMode"]
         );
+    }
+
+    #[test]
+    fn derived_parameters_follow_their_sources() {
+        static T: &[ParamDef] = &[
+            ParamDef::int32("QueueSize", 10),
+            ParamDef::int32("QueueFree", 10),
+            ParamDef::float64("Low", 0.0)
+                .read_only_plain()
+                .helper("calcout")
+                .derived(Derive::Scale("QueueSize", 0.25)),
+            ParamDef::int32("Use", 0)
+                .read_only_plain()
+                .derived(Derive::Difference("QueueSize", "QueueFree")),
+            ParamDef::float64("Rate", 0.0),
+            ParamDef::float64("Recip", 0.0).derived(Derive::Reciprocal("Rate")),
+            ParamDef::array("Dims", DataType::Int32),
+            ParamDef::int32("Dim1", 0).derived(Derive::Element("Dims", 1)),
+            ParamDef::int32("Dim5", 7).derived(Derive::Element("Dims", 5)),
+            ParamDef::int32("Copy", 0).derived(Derive::Copy("Dim1")),
+        ];
+        let s = ParamStore::new(&[T]);
+        let f = |n: &str| s.get_f64(s.index(n).unwrap());
+        // Computed at construction from the defaults.
+        assert_eq!(
+            (f("Low"), f("Use"), f("Recip"), f("Dim5")),
+            (2.5, 0.0, 0.0, 0.0)
+        );
+        s.put("QueueSize", ParamValue::Int(22)).unwrap();
+        s.set_by_name("QueueFree", 20).unwrap();
+        assert_eq!((f("Low"), f("Use")), (5.5, 2.0));
+        s.put("Rate", ParamValue::Float(4.0)).unwrap();
+        assert_eq!(f("Recip"), 0.25);
+        s.put("Rate", ParamValue::Float(0.0)).unwrap();
+        assert_eq!(f("Recip"), 0.0, "1/0 is 0, as the calc's A=0?0:1/A");
+        let dims: Vec<u8> = [640i32, 480, 3]
+            .iter()
+            .flat_map(|x| x.to_ne_bytes())
+            .collect();
+        s.set_by_name(
+            "Dims",
+            ParamValue::Array(ArrayValue {
+                data_type: DataType::Int32,
+                buffer: crate::Buffer::from_bytes(&dims),
+                len: 3,
+            }),
+        )
+        .unwrap();
+        // An element past the end is 0; a chain (Copy of a derived value) follows too.
+        assert_eq!((f("Dim1"), f("Dim5"), f("Copy")), (480.0, 0.0, 480.0));
+        assert_eq!(s.def(2).unwrap().record, RecordHint::Helper("calcout"));
     }
 }

@@ -27,7 +27,7 @@ use ndflow_core::alarm::sev::{MINOR, NO};
 use std::sync::Arc;
 
 use ndflow_core::handle::join;
-use ndflow_core::{with_pixel_type, ColorMode, NDArray, ParamDef, ParamStore, ParamValue};
+use ndflow_core::{with_pixel_type, ColorMode, Derive, NDArray, ParamDef, ParamStore, ParamValue};
 use ndflow_runtime::port_params::{bind, bind_first, plugin_layout};
 use ndflow_runtime::{Built, PortType};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
@@ -57,17 +57,17 @@ ndflow_core::params! {
             .alarm_states(&[NO, MINOR])
             .doc("Draw this overlay"),
         position_x_link: int32("PositionXLink", 0).doc("Copied to PositionX"),
-        position_x: int32("PositionX", 0).doc("Left edge (pixels)"),
+        position_x: int32("PositionX", 0).high_limit_from("MaxSizeX").doc("Left edge (pixels)"),
         position_y_link: int32("PositionYLink", 0).doc("Copied to PositionY"),
-        position_y: int32("PositionY", 0).doc("Top edge (pixels)"),
+        position_y: int32("PositionY", 0).high_limit_from("MaxSizeY").doc("Top edge (pixels)"),
         center_x_link: int32("CenterXLink", 0).doc("Copied to CenterX"),
-        center_x: int32("CenterX", 0).doc("PositionX + SizeX/2"),
+        center_x: int32("CenterX", 0).high_limit_from("MaxSizeX").doc("PositionX + SizeX/2"),
         center_y_link: int32("CenterYLink", 0).doc("Copied to CenterY"),
-        center_y: int32("CenterY", 0).doc("PositionY + SizeY/2"),
+        center_y: int32("CenterY", 0).high_limit_from("MaxSizeY").doc("PositionY + SizeY/2"),
         size_x_link: int32("SizeXLink", 0).doc("Copied to SizeX"),
-        size_x: int32("SizeX", 1).doc("Width of the box"),
+        size_x: int32("SizeX", 1).high_limit_from("MaxSizeX").doc("Width of the box"),
         size_y_link: int32("SizeYLink", 0).doc("Copied to SizeY"),
-        size_y: int32("SizeY", 0).doc("Height of the box"),
+        size_y: int32("SizeY", 0).high_limit_from("MaxSizeY").doc("Height of the box"),
         width_x_link: int32("WidthXLink", 0).doc("Copied to WidthX"),
         width_x: int32("WidthX", 1).doc("Line width in X"),
         width_y_link: int32("WidthYLink", 0).doc("Copied to WidthY"),
@@ -85,6 +85,16 @@ ndflow_core::params! {
         max_size_y: int32("MaxSizeY", 0)
             .read_only_plain()
             .doc("The port's MaxSizeY_RBV"),
+        set_x_hopr: float64("SetXHOPR", 0.0)
+            .read_only_plain()
+            .helper("dfanout")
+            .derived(Derive::Copy("MaxSizeX"))
+            .doc("PositionX's, CenterX's and SizeX's high limit: MaxSizeX (dfanout)"),
+        set_y_hopr: float64("SetYHOPR", 0.0)
+            .read_only_plain()
+            .helper("dfanout")
+            .derived(Derive::Copy("MaxSizeY"))
+            .doc("PositionY's, CenterY's and SizeY's high limit: MaxSizeY (dfanout)"),
         display_text: string("DisplayText", "")
             .long_string()
             .doc("Text drawn by a Text overlay"),

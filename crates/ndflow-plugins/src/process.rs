@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use ndflow_core::handle::{Flag, Menu, Param};
 use ndflow_core::{
-    convert_slice, with_pixel_type, DataType, NDArray, ParamDef, ParamStore, ParamValue,
+    convert_slice, with_pixel_type, DataType, Derive, NDArray, ParamDef, ParamStore, ParamValue,
 };
 use ndflow_runtime::port_params::{
     bind, plugin_layout, DATA_TYPE_AUTOMATIC, DATA_TYPE_OUT_CHOICES,
@@ -116,6 +116,18 @@ ndflow_core::params! {
         rc2: float64("RC2", 1.0).doc("Reset coefficient 2 (I)"),
         port_backup: string("PortBackup", "")
             .doc("Port of ADCore's autosave backup (no effect in ndflow)"),
+        // NDProcess.template's helper records: FilterType's seq runs the seq of its preset,
+        // each of which loads the preset's coefficients (a write or .PROC runs them).
+        num_filter_recip: float64("NumFilterRecip", 1.0).read_only_plain().helper("calc").derived(Derive::Reciprocal("NumFilter")).doc("1/NumFilter: Average's coefficients (calc)"),
+        filter_type_seq: int32("FilterTypeSeq", 0).write_plain().helper("seq").doc("Loads the coefficients of the FilterType preset (seq)"),
+        recursive_ave_seq: int32("RecursiveAveSeq", 0).write_plain().helper("seq").doc("Loads the RecursiveAve coefficients (seq)"),
+        average_seq: int32("AverageSeq", 0).write_plain().helper("seq").doc("Loads the Average coefficients (seq)"),
+        sum_seq: int32("SumSeq", 0).write_plain().helper("seq").doc("Loads the Sum coefficients (seq)"),
+        difference_seq: int32("DifferenceSeq", 0).write_plain().helper("seq").doc("Loads the Difference coefficients (seq)"),
+        recursive_ave_diff_seq: int32("RecursiveAveDiffSeq", 0).write_plain().helper("seq").doc("Loads the RecursiveAveDiff coefficients (seq)"),
+        copy_to_filter_seq: int32("CopyToFilterSeq", 0).write_plain().helper("seq").doc("Loads the CopyToFilter coefficients (seq)"),
+        read_background_tiff_seq: int32("ReadBackgroundTIFFSeq", 0).write_plain().helper("sseq").doc("ADCore reads a background from a TIFF file through its TIFF sub-plugin; ndflow has none: not acted on (use SaveBackground)"),
+        read_flat_field_tiff_seq: int32("ReadFlatFieldTIFFSeq", 0).write_plain().helper("sseq").doc("ADCore reads a flat field from a TIFF file through its TIFF sub-plugin; ndflow has none: not acted on (use SaveFlatField)"),
     }
 }
 
@@ -293,10 +305,16 @@ impl ProcessPlugin {
 
     /// Loads the FilterType preset into the coefficient parameters.
     fn apply_preset(&self, params: &ParamStore) {
+        if let Ok(kind) = usize::try_from(self.p.filter_type.get(params)) {
+            self.load_preset(params, kind);
+        }
+    }
+
+    /// Loads the coefficients of preset `kind` (an index of the FilterType menu).
+    fn load_preset(&self, params: &ParamStore, kind: usize) {
         let p = &self.p;
-        let kind = p.filter_type.get(params);
         let n = (p.num_filter.get(params) as f64).max(1.0);
-        let Some(c) = usize::try_from(kind).ok().and_then(|k| filter_preset(k, n)) else {
+        let Some(c) = filter_preset(kind, n) else {
             return;
         };
         let targets = [
@@ -369,8 +387,20 @@ impl Plugin for ProcessPlugin {
             self.reset_pending.store(true, Ordering::Release);
         } else if p.auto_offset_scale.is(idx) && set {
             self.auto_pending.store(true, Ordering::Release);
-        } else if p.filter_type.is(idx) || p.num_filter.is(idx) {
+        } else if p.filter_type.is(idx) || p.num_filter.is(idx) || p.filter_type_seq.is(idx) {
             self.apply_preset(params);
+        } else if let Some(kind) = [
+            p.recursive_ave_seq,
+            p.average_seq,
+            p.sum_seq,
+            p.difference_seq,
+            p.recursive_ave_diff_seq,
+            p.copy_to_filter_seq,
+        ]
+        .iter()
+        .position(|h| h.is(idx))
+        {
+            self.load_preset(params, kind);
         }
     }
 

@@ -28,7 +28,8 @@ use std::sync::Arc;
 
 use ndflow_core::handle::{Flag, Int, Param};
 use ndflow_core::{
-    with_pixel_type, Codec, ColorMode, DataType, Dim, NDArray, ParamDef, ParamValue, MAX_DIMS,
+    with_pixel_type, Codec, ColorMode, DataType, Derive, Dim, NDArray, ParamDef, ParamValue,
+    MAX_DIMS,
 };
 use ndflow_runtime::port_params::{
     bind, plugin_layout, PluginBase, DATA_TYPE_AUTOMATIC, DATA_TYPE_OUT_CHOICES,
@@ -44,18 +45,22 @@ ndflow_core::params! {
         name: string("Name", "").doc("Label of this region"),
         min_x: int32("MinX", 0)
             .min(0.0)
+            .high_limit_from("MaxX")
             .doc("First input pixel of the region in X"),
         min_y: int32("MinY", 0)
             .min(0.0)
+            .high_limit_from("MaxY")
             .doc("First input pixel of the region in Y"),
         min_z: int32("MinZ", 0)
             .min(0.0)
             .doc("First input pixel of the region in Z"),
         size_x: int32("SizeX", 1_000_000)
             .min(0.0)
+            .high_limit_from("MaxX")
             .doc("Region size in X (input pixels, clamped to the input)"),
         size_y: int32("SizeY", 1_000_000)
             .min(0.0)
+            .high_limit_from("MaxY")
             .doc("Region size in Y (input pixels, clamped to the input)"),
         size_z: int32("SizeZ", 1_000_000)
             .min(0.0)
@@ -105,10 +110,20 @@ ndflow_core::params! {
             .doc("Remove dims of size 1 from the output"),
         max_x: int32("MaxX", 0)
             .read_only_plain()
-            .doc("Drive limit of MinX/SizeX in ADCore's screens (not set by ndflow)"),
+            .doc("Input size in X: the high limit of MinX and SizeX"),
         max_y: int32("MaxY", 0)
             .read_only_plain()
-            .doc("Drive limit of MinY/SizeY in ADCore's screens (not set by ndflow)"),
+            .doc("Input size in Y: the high limit of MinY and SizeY"),
+        set_x_hopr: float64("SetXHOPR", 0.0)
+            .read_only_plain()
+            .helper("dfanout")
+            .derived(Derive::Copy("MaxX"))
+            .doc("MinX's and SizeX's high limit: MaxX (dfanout)"),
+        set_y_hopr: float64("SetYHOPR", 0.0)
+            .read_only_plain()
+            .helper("dfanout")
+            .derived(Derive::Copy("MaxY"))
+            .doc("MinY's and SizeY's high limit: MaxY (dfanout)"),
     }
 }
 
@@ -377,6 +392,8 @@ impl Plugin for RoiPlugin {
         ctx.params.set_many(&[
             p.max_size_x.value(in_size(0) as i64),
             p.max_size_y.value(in_size(1) as i64),
+            p.max_x.value(in_size(0) as i64),
+            p.max_y.value(in_size(1) as i64),
             p.max_size_z.value(in_size(2) as i64),
             a.array_size_x.value(out_sizes[0] as i64),
             a.array_size_y.value(out_sizes[1] as i64),

@@ -42,10 +42,10 @@ mod pixel;
 use ndflow_core::alarm::sev::{MINOR, NO};
 use std::sync::Arc;
 
-use ndflow_core::handle::{join, Int, Param};
+use ndflow_core::handle::{join, Float, Int, Param};
 use ndflow_core::{
-    with_pixel_type, ArrayValue, BufferMut, DataType, NDArray, ParamDef, ParamStore, ParamValue,
-    Pool, MAX_DIMS,
+    with_pixel_type, ArrayValue, BufferMut, DataType, Derive, NDArray, ParamDef, ParamStore,
+    ParamValue, Pool, MAX_DIMS,
 };
 use ndflow_runtime::port_params::{bind, plugin_layout};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
@@ -97,8 +97,8 @@ ndflow_core::params! {
             .doc("Compute the X/Y profiles (1-D/2-D)"),
         profile_size_x: int32("ProfileSizeX", 0).read_only().doc("Length of the X profiles"),
         profile_size_y: int32("ProfileSizeY", 0).read_only().doc("Length of the Y profiles"),
-        cursor_x: int32("CursorX", 256).min(0.0).doc("Cursor X (clamped to the image)"),
-        cursor_y: int32("CursorY", 256).min(0.0).doc("Cursor Y (clamped to the image)"),
+        cursor_x: int32("CursorX", 256).min(0.0).high_limit_from("MaxSizeX").doc("Cursor X (clamped to the image)"),
+        cursor_y: int32("CursorY", 256).min(0.0).high_limit_from("MaxSizeY").doc("Cursor Y (clamped to the image)"),
         cursor_val: float64("CursorVal", 0.0).read_only_plain().doc("Value at the cursor"),
         profile_average_x: array("ProfileAverageX", DataType::Float64).read_only().doc("Average over Y of each column"),
         profile_average_y: array("ProfileAverageY", DataType::Float64).read_only().doc("Average over X of each row"),
@@ -119,8 +119,8 @@ ndflow_core::params! {
         hist_entropy: float64("HistEntropy", 0.0).read_only_both().doc("-sum(c ln c)/N over the bins"),
         histogram: array("Histogram", DataType::Float64).read_only().doc("Counts per bin"),
         histogram_x: array("HistogramX", DataType::Float64).read_only().doc("HistMin + i (HistMax - HistMin)/HistSize"),
-        max_size_x: int32("MaxSizeX", 0).read_only_plain().doc("Largest X size for the cursor (not set by ndflow: the cursor is clamped to each frame)"),
-        max_size_y: int32("MaxSizeY", 0).read_only_plain().doc("Largest Y size for the cursor (not set by ndflow: the cursor is clamped to each frame)"),
+        max_size_x: int32("MaxSizeX", 0).read_only_plain().doc("Length of the X profiles: the high limit of CursorX"),
+        max_size_y: int32("MaxSizeY", 0).read_only_plain().doc("Length of the Y profiles: the high limit of CursorY"),
         ts_min_value: array("TSMinValue", DataType::Float64).doc("Time series of MinValue"),
         ts_min_x: array("TSMinX", DataType::Float64).doc("Time series of MinX"),
         ts_min_y: array("TSMinY", DataType::Float64).doc("Time series of MinY"),
@@ -144,6 +144,13 @@ ndflow_core::params! {
         ts_eccentricity: array("TSEccentricity", DataType::Float64).doc("Time series of Eccentricity"),
         ts_orientation: array("TSOrientation", DataType::Float64).doc("Time series of Orientation"),
         ts_timestamp: array("TSTimestamp", DataType::Float64).doc("Time stamps of the time series"),
+        // NDStats.template's helper records: the dfanouts that give CursorX/Y their high limit,
+        // and the sseqs that zero the results (Reset runs Reset1, which runs Reset2).
+        set_x_hopr: float64("SetXHOPR", 0.0).read_only_plain().helper("dfanout").derived(Derive::Copy("MaxSizeX")).doc("CursorX's high limit: MaxSizeX (dfanout)"),
+        set_y_hopr: float64("SetYHOPR", 0.0).read_only_plain().helper("dfanout").derived(Derive::Copy("MaxSizeY")).doc("CursorY's high limit: MaxSizeY (dfanout)"),
+        reset: int32("Reset", 0).write_plain().helper("sseq").doc("Write (or .PROC) to zero the statistics, then what Reset1 and Reset2 zero"),
+        reset1: int32("Reset1", 0).write_plain().helper("sseq").doc("Write (or .PROC) to zero the centroid and moments, then what Reset2 zeroes"),
+        reset2: int32("Reset2", 0).write_plain().helper("sseq").doc("Write (or .PROC) to zero Eccentricity, Orientation and the histogram counts"),
     }
 }
 
@@ -236,6 +243,47 @@ impl Default for StatsPlugin {
 }
 
 impl StatsPlugin {
+    /// NDStats.template's Reset sseqs: group `from` (0: Reset, 1: Reset1, 2: Reset2) and the
+    /// groups after it are zeroed, as each sseq's forward link processes the next.
+    fn reset_results(&self, params: &ParamStore, from: usize) {
+        let p = &self.p;
+        let groups: [&[Param<Float>]; 3] = [
+            &[
+                p.min_value,
+                p.max_value,
+                p.mean_value,
+                p.sigma,
+                p.sigma_value,
+                p.total,
+                p.net,
+                p.min_x,
+                p.min_y,
+                p.max_x,
+                p.max_y,
+            ],
+            &[
+                p.centroid_x,
+                p.centroid_y,
+                p.sigma_x,
+                p.sigma_y,
+                p.sigma_xy,
+                p.centroid_total,
+                p.skew_x,
+                p.skew_y,
+                p.kurtosis_x,
+                p.kurtosis_y,
+            ],
+            &[p.eccentricity, p.orientation, p.hist_entropy],
+        ];
+        let mut writes: Vec<(usize, ParamValue)> = groups[from.min(2)..]
+            .iter()
+            .flat_map(|g| g.iter().map(|h| h.value(0.0)))
+            .collect();
+        writes.push(p.hist_below.value(0));
+        writes.push(p.hist_above.value(0));
+        params.set_many(&writes);
+    }
+
     pub fn new() -> StatsPlugin {
         let layout = plugin_layout(STATS_PARAMS);
         let p = bind(&layout, StatsParams::bind);
@@ -433,6 +481,8 @@ impl StatsPlugin {
         if want_c {
             writes.push(p.profile_size_x.value(nx as i64));
             writes.push(p.profile_size_y.value(ny as i64));
+            writes.push(p.max_size_x.value(nx as i64));
+            writes.push(p.max_size_y.value(ny as i64));
         }
 
         if let Some(mut prof) = prof {
@@ -528,6 +578,13 @@ impl Plugin for StatsPlugin {
 
     fn param_changed(&self, params: &ParamStore, idx: usize, value: &ParamValue) {
         self.ts.param_changed(params, idx, value);
+        if let Some(from) = [self.p.reset, self.p.reset1, self.p.reset2]
+            .iter()
+            .position(|h| h.is(idx))
+        {
+            self.reset_results(params, from);
+            return;
+        }
         // HistogramX follows HistSize/HistMin/HistMax at once, as areaDetector's computeHistX.
         let p = &self.p;
         if !(p.hist_size.is(idx) || p.hist_min.is(idx) || p.hist_max.is(idx)) {

@@ -4,7 +4,7 @@
 
 use ndflow_core::alarm::sev::{INVALID, MAJOR, MINOR, NO};
 use ndflow_core::Levels;
-use ndflow_core::{ColorMode, DataType, ParamDef, ParamError, ParamLayout};
+use ndflow_core::{ColorMode, DataType, Derive, ParamDef, ParamError, ParamLayout};
 
 pub const DATA_TYPE_CHOICES: &[&str] = &DataType::NAMES;
 pub const COLOR_MODE_CHOICES: &[&str] = &ColorMode::NAMES;
@@ -135,6 +135,7 @@ ndflow_core::params! {
             .doc("Acquisition completes only when plugins have drained (plugins: no effect)"),
         array_counter: int32("ArrayCounter", 0).doc("Arrays produced/processed; write to reset"),
         array_rate: float64("ArrayRate", 0.0)
+            .helper("calc")
             .read_only()
             .doc("Arrays per second over the last second"),
         n_dimensions: int32("NDimensions", 0)
@@ -228,6 +229,7 @@ ndflow_core::params! {
             .read_only_plain()
             .doc("Buffers on the pool's free list (plugins: their source's pool)"),
         pool_used_buffers: int32("PoolUsedBuffers", 0)
+            .helper("calc")
             .read_only_plain()
             .doc("Buffers in use (plugins: in their source's pool)"),
         empty_free_list: enumeration("EmptyFreeList", &["", ""], 0)
@@ -241,6 +243,119 @@ ndflow_core::params! {
         num_queued_arrays: int32("NumQueuedArrays", 0)
             .read_only_plain()
             .doc("Arrays queued or in flight in all plugins"),
+        // NDArrayBase.template's helper records: one subArray per element of Dimensions and of
+        // Dimensions_RBV (the sizes ADCore's screens show), and the calcouts that drive
+        // AcquireBusy from Acquire and AcquireBusyCB.
+        dim0_sa: int32("Dim0SA", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 0))
+            .doc("Dimensions[0] (subArray)"),
+        dim1_sa: int32("Dim1SA", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 1))
+            .doc("Dimensions[1] (subArray)"),
+        dim2_sa: int32("Dim2SA", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 2))
+            .doc("Dimensions[2] (subArray)"),
+        dim3_sa: int32("Dim3SA", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 3))
+            .doc("Dimensions[3] (subArray)"),
+        dim4_sa: int32("Dim4SA", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 4))
+            .doc("Dimensions[4] (subArray)"),
+        dim5_sa: int32("Dim5SA", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 5))
+            .doc("Dimensions[5] (subArray)"),
+        dim6_sa: int32("Dim6SA", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 6))
+            .doc("Dimensions[6] (subArray)"),
+        dim7_sa: int32("Dim7SA", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 7))
+            .doc("Dimensions[7] (subArray)"),
+        dim8_sa: int32("Dim8SA", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 8))
+            .doc("Dimensions[8] (subArray)"),
+        dim9_sa: int32("Dim9SA", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 9))
+            .doc("Dimensions[9] (subArray)"),
+        dim0_sa_rbv: int32("Dim0SA_RBV", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 0))
+            .doc("Dimensions_RBV[0] (subArray)"),
+        dim1_sa_rbv: int32("Dim1SA_RBV", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 1))
+            .doc("Dimensions_RBV[1] (subArray)"),
+        dim2_sa_rbv: int32("Dim2SA_RBV", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 2))
+            .doc("Dimensions_RBV[2] (subArray)"),
+        dim3_sa_rbv: int32("Dim3SA_RBV", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 3))
+            .doc("Dimensions_RBV[3] (subArray)"),
+        dim4_sa_rbv: int32("Dim4SA_RBV", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 4))
+            .doc("Dimensions_RBV[4] (subArray)"),
+        dim5_sa_rbv: int32("Dim5SA_RBV", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 5))
+            .doc("Dimensions_RBV[5] (subArray)"),
+        dim6_sa_rbv: int32("Dim6SA_RBV", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 6))
+            .doc("Dimensions_RBV[6] (subArray)"),
+        dim7_sa_rbv: int32("Dim7SA_RBV", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 7))
+            .doc("Dimensions_RBV[7] (subArray)"),
+        dim8_sa_rbv: int32("Dim8SA_RBV", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 8))
+            .doc("Dimensions_RBV[8] (subArray)"),
+        dim9_sa_rbv: int32("Dim9SA_RBV", 0)
+            .read_only_plain()
+            .helper("subArray")
+            .derived(Derive::Element("Dimensions", 9))
+            .doc("Dimensions_RBV[9] (subArray)"),
+        set_acquire_busy: int32("SetAcquireBusy", 0)
+            .read_only_plain()
+            .helper("calcout")
+            .derived(Derive::Copy("Acquire"))
+            .doc("Acquire, which sets AcquireBusy on its transition to non-zero (calcout)"),
+        clear_acquire_busy: int32("ClearAcquireBusy", 0)
+            .read_only_plain()
+            .helper("calcout")
+            .derived(Derive::Copy("AcquireBusyCB"))
+            .doc("AcquireBusyCB, which clears AcquireBusy on its transition to zero (calcout)"),
     }
 }
 
@@ -267,6 +382,7 @@ ndflow_core::params! {
             .read_only_plain()
             .doc("Free input queue slots"),
         queue_use: int32("QueueUse", 0)
+            .helper("calc")
             .alarm_levels(QUEUE_USE_LEVELS)
             .read_only_plain()
             .doc("Arrays waiting in the input queue"),
@@ -295,7 +411,7 @@ ndflow_core::params! {
         min_callback_time: float64("MinCallbackTime", 0.0)
             .min(0.0)
             .doc("Ignore arrays arriving sooner than this (s) after the last"),
-        max_array_rate: float64("MaxArrayRate", 0.0).min(0.0).doc(
+        max_array_rate: float64("MaxArrayRate", 0.0).min(0.0).helper_readback("calc").doc(
             "Input frame-rate cap in arrays/s (0 = none): sets MinCallbackTime to 1/MaxArrayRate, and follows it, as ADCore's records do; frames over it are skipped (DroppedMinTime)",
             ),
         max_byte_rate: float64("MaxByteRate", 0.0)
@@ -304,6 +420,38 @@ ndflow_core::params! {
         dropped_arrays: int32("DroppedArrays", 0)
             .alarm_non_zero(MINOR)
             .doc("Input arrays dropped: queue full or unsupported input; write to reset"),
+        // NDPluginBase.template's helper records: the rate calcout and the calcouts that set
+        // the queue and sort alarm limits from their sizes (those limits are served with
+        // QueueFree, QueueUse and SortFree), and the asyn record of the port.
+        max_array_rate_cout: float64("MaxArrayRate_COUT", 0.0)
+            .read_only_plain()
+            .helper("calcout")
+            .derived(Derive::Reciprocal("MaxArrayRate"))
+            .doc("1/MaxArrayRate, written to MinCallbackTime (calcout)"),
+        queue_free_low: float64("QueueFreeLow", 0.0)
+            .read_only_plain()
+            .helper("calcout")
+            .derived(Derive::Scale("QueueSize", 0.25))
+            .doc("QueueFree's LOW limit: a quarter of QueueSize (calcout)"),
+        queue_use_high: float64("QueueUseHIGH", 0.0)
+            .read_only_plain()
+            .helper("calcout")
+            .derived(Derive::Scale("QueueSize", 0.75))
+            .doc("QueueUse's HIGH limit: three quarters of QueueSize (calcout)"),
+        queue_use_hihi: float64("QueueUseHIHI", 0.0)
+            .read_only_plain()
+            .helper("calcout")
+            .derived(Derive::Scale("QueueSize", 1.0))
+            .doc("QueueUse's HIHI limit: QueueSize (calcout)"),
+        sort_free_low: float64("SortFreeLow", 0.0)
+            .read_only_plain()
+            .helper("calcout")
+            .derived(Derive::Scale("SortSize", 0.25))
+            .doc("SortFree's LOW limit: a quarter of SortSize (calcout)"),
+        asyn_io: string("AsynIO", "")
+            .read_only_plain()
+            .helper("asyn")
+            .doc("The port's asyn record"),
         execution_time: float64("ExecutionTime", 0.0)
             .read_only()
             .doc("Time of the last processing (ms)"),
@@ -432,6 +580,26 @@ ndflow_core::params! {
             .alarm_states(&[NO, MINOR])
             .read_only()
             .doc("Status read back from an EPICS shutter PV"),
+        // ADBase.template's helper records: the fanout that processes the two calcouts, which
+        // write the EPICS shutter PV on ShutterControlEPICS's transitions; and the asyn record.
+        shutter_fanout: int32("ShutterFanout", 0)
+            .read_only_plain()
+            .helper("fanout")
+            .doc("Processes ShutterOpenEPICS and ShutterCloseEPICS (fanout)"),
+        shutter_open_epics: int32("ShutterOpenEPICS", 0)
+            .read_only_plain()
+            .helper("calcout")
+            .derived(Derive::Copy("ShutterControlEPICS"))
+            .doc("ShutterControlEPICS; opens the EPICS shutter on its transition to non-zero (calcout)"),
+        shutter_close_epics: int32("ShutterCloseEPICS", 0)
+            .read_only_plain()
+            .helper("calcout")
+            .derived(Derive::Copy("ShutterControlEPICS"))
+            .doc("ShutterControlEPICS; closes the EPICS shutter on its transition to zero (calcout)"),
+        asyn_io: string("AsynIO", "")
+            .read_only_plain()
+            .helper("asyn")
+            .doc("The port's asyn record"),
         temperature: float64("Temperature", 25.0).doc("Temperature set point"),
         temperature_actual: float64("TemperatureActual", 25.0)
             .read_only_plain()

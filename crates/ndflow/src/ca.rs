@@ -105,6 +105,8 @@ pub struct CaProvider {
     pvs: Vec<CaPv>,
     /// Per slot: the native type of its channels.
     natives: Vec<NativeType>,
+    /// `NAME.PROC`, `NAME.SCAN`, … as clients ask for them.
+    fields: crate::ca_fields::CaFieldPvs,
 }
 
 impl CaProvider {
@@ -140,6 +142,9 @@ impl CaProvider {
                 meta.enum_strings = c.iter().map(|s| s.to_string()).collect();
             }
             meta.alarm_limits = alarm_limits(s);
+            if let Some(h) = s.high_limit() {
+                (meta.display_high, meta.control_high) = (h, h);
+            }
             let mut pv = CaPv::new(meta, to_ca(s.def, native, &value));
             let alarm = dir.alarm(id, &value);
             if alarm != ndflow_core::Alarm::NONE {
@@ -177,6 +182,7 @@ impl CaProvider {
             dir: dir.clone(),
             pvs,
             natives,
+            fields: Default::default(),
         });
         let weak = Arc::downgrade(&provider);
         dir.add_sink(Arc::new(move |slot, v| {
@@ -194,11 +200,24 @@ impl CaProvider {
         let value = to_ca(s.def, native, v);
         // Level limits follow another parameter (QueueFree's LOW is a quarter of QueueSize).
         let limits = matches!(s.def.alarm, AlarmRule::Levels(_)).then(|| alarm_limits(s));
+        // The high limit may follow another parameter (ROI's MinX spans the input size).
+        let high = s.high_limit();
         for &e in &s.entries {
+            if !self.dir.shows(e) {
+                continue;
+            }
             if let Some(pv) = self.pvs.get(e) {
-                if let Some(l) = limits.filter(|l| *l != pv.meta().alarm_limits) {
-                    let mut meta = PvMeta::clone(&pv.meta());
-                    meta.alarm_limits = l;
+                let old = pv.meta();
+                let new_levels = limits.filter(|l| *l != old.alarm_limits);
+                let new_high = high.filter(|h| *h != old.display_high || *h != old.control_high);
+                if new_levels.is_some() || new_high.is_some() {
+                    let mut meta = PvMeta::clone(&old);
+                    if let Some(l) = new_levels {
+                        meta.alarm_limits = l;
+                    }
+                    if let Some(h) = new_high {
+                        (meta.display_high, meta.control_high) = (h, h);
+                    }
                     pv.set_meta(meta);
                 }
                 let alarm = self.dir.alarm(e, v);
@@ -210,7 +229,10 @@ impl CaProvider {
 
 impl PvProvider for CaProvider {
     fn lookup(&self, name: &str) -> Option<CaPv> {
-        self.dir.find(name).and_then(|id| self.pvs.get(id).cloned())
+        match self.dir.find(name) {
+            Some(id) => self.pvs.get(id).cloned(),
+            None => self.fields.lookup(&self.dir, name),
+        }
     }
 
     fn access(&self, pv: &str, host: &str, user: &str) -> Access {

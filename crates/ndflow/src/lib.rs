@@ -18,6 +18,7 @@
 pub mod access;
 pub mod ca;
 pub mod ca_cmd;
+pub mod ca_fields;
 pub mod cli_fmt;
 pub mod config;
 pub mod events;
@@ -29,6 +30,7 @@ pub mod pv_attrs;
 pub mod pv_cmd;
 pub mod pva;
 pub mod pvdir;
+pub mod record_fields;
 pub mod reference;
 pub mod registry;
 pub mod screens;

@@ -53,6 +53,12 @@ impl PutLog {
         old: &ParamValue,
         new: &ParamValue,
     ) {
+        let (old, new) = (def.to_json(old).to_string(), def.to_json(new).to_string());
+        self.record_text(pv, client, &old, &new);
+    }
+
+    /// [`Self::record`] with the values already as text (a record field's write).
+    pub fn record_text(&self, pv: &str, client: Option<&ClientInfo>, old: &str, new: &str) {
         let who = match client {
             Some(c) => format!(
                 "{} {}@{}",
@@ -67,10 +73,8 @@ impl PutLog {
             None => "? ?@?".to_string(),
         };
         let line = format!(
-            "{} {who} {pv} {} -> {}",
-            utc_millis(SystemTime::now()),
-            def.to_json(old),
-            def.to_json(new)
+            "{} {who} {pv} {old} -> {new}",
+            utc_millis(SystemTime::now())
         );
         tracing::info!(target: "ndflow::put", "{line}");
         if let Some((path, f)) = &self.file {

@@ -41,9 +41,14 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::access::{AccessRules, Rights};
 use crate::put_log::PutLog;
+use crate::record_fields::{RecordField, RecordFields};
 
 /// Shortest time between two monitor posts of one parameter.
 pub const POST_INTERVAL: Duration = Duration::from_millis(10);
+
+/// How often the publisher looks for changes a periodic SCAN held back (the shortest SCAN
+/// period is .1 second).
+const PERIODIC_TICK: Duration = Duration::from_millis(20);
 
 thread_local! {
     /// Busy records that a put running on this thread set to non-zero: posted once the put's
@@ -76,6 +81,8 @@ pub enum RecordType {
     /// A waveform: an array parameter, or a long string as NUL-terminated chars.
     Waveform,
     Busy,
+    /// A template's helper record: `calc`, `seq`, `subArray`, … ([`RecordHint::Helper`]).
+    Helper(&'static str),
 }
 
 impl RecordType {
@@ -93,6 +100,7 @@ impl RecordType {
             RecordType::Stringin => "stringin",
             RecordType::Waveform => "waveform",
             RecordType::Busy => "busy",
+            RecordType::Helper(t) => t,
         }
     }
 
@@ -101,6 +109,8 @@ impl RecordType {
         let out = face == Face::Setpoint && def.writable();
         let pick = |o, i| if out { o } else { i };
         match (def.record, def.kind) {
+            (RecordHint::Helper(t), _) => RecordType::Helper(t),
+            (RecordHint::HelperReadback(t), _) if face == Face::Readback => RecordType::Helper(t),
             (RecordHint::LongString, _) | (_, ParamKind::Array(_)) => RecordType::Waveform,
             (RecordHint::Busy, _) if out => RecordType::Busy,
             (_, ParamKind::Int32) => pick(RecordType::Longout, RecordType::Longin),
@@ -166,6 +176,13 @@ impl ParamSlot {
         )
     }
 
+    /// Its records' high display and drive limit now, when it follows another parameter
+    /// ([`ParamDef::high_limit_from`]: ROI's MinX spans the input's X size).
+    pub fn high_limit(&self) -> Option<f64> {
+        let src = self.def.high_limit_from?;
+        self.store.index(src).map(|i| self.store.get_f64(i))
+    }
+
     pub fn value(&self) -> ParamValue {
         self.store
             .get(self.idx)
@@ -217,6 +234,11 @@ pub struct PvDirectory {
     posting: Mutex<()>,
     /// Where accepted client writes are recorded ([`PutLog`]).
     put_log: RwLock<Arc<PutLog>>,
+    /// Per slot: the slots whose high limit is its value ([`ParamSlot::high_limit`]), posted
+    /// again when it changes so that clients see the new limit.
+    limit_followers: Vec<Vec<usize>>,
+    /// Every PV's SCAN, DISA, … ([`RecordFields`]).
+    fields: RecordFields,
 }
 
 impl PvDirectory {
@@ -285,7 +307,14 @@ impl PvDirectory {
                 });
             }
         }
+        let limit_followers = limit_followers(&slots);
+        let fields = RecordFields::new(entries.iter().map(|e: &PvEntry| {
+            let writable = slots.get(e.slot).is_some_and(|s| s.def.writable());
+            !(e.face == Face::Setpoint && writable)
+        }));
         let dir = Arc::new(PvDirectory {
+            limit_followers,
+            fields,
             entries,
             by_name,
             slots,
@@ -384,7 +413,22 @@ impl PvDirectory {
             self.post_now(slot);
             return;
         }
-        // Only the first change since the last post queues work; later ones ride along.
+        self.mark_dirty(slot);
+        for &f in self
+            .limit_followers
+            .get(slot)
+            .map_or(&[][..], Vec::as_slice)
+        {
+            self.mark_dirty(f);
+        }
+    }
+
+    /// Queues `slot` for the publisher. Only the first change since the last post queues
+    /// work; later ones ride along.
+    fn mark_dirty(&self, slot: usize) {
+        let Some(s) = self.slots.get(slot) else {
+            return;
+        };
         if !s.dirty.swap(true, Ordering::AcqRel) {
             self.pending.0.lock().queue.push(slot);
             self.pending.1.notify_one();
@@ -476,7 +520,20 @@ impl PvDirectory {
     }
 
     /// What `client` may do with the PV `name` (hidden, read, read and write).
+    /// A record field (`NAME.PROC`) has its record's rights, writable where the field is.
     pub fn rights(&self, name: &str, client: &ClientInfo) -> Rights {
+        if let (None, Some((rec, field))) = (self.find(name), name.rsplit_once('.')) {
+            if field == "VAL" {
+                return self.rights(rec, client);
+            }
+            if self.find(rec).is_some() {
+                let r = self.rules.rights(rec, &client.host, &client.user);
+                return match RecordField::parse(field) {
+                    Some(f) if f.writable() => r,
+                    _ => r.min(Rights::Read),
+                };
+            }
+        }
         let r = self.rules.rights(name, &client.host, &client.user);
         match self.find(name) {
             Some(e) if !self.is_writable(e) => r.min(Rights::Read),
@@ -526,6 +583,11 @@ impl PvDirectory {
                 "no write access to '{}' for {}@{}",
                 e.name, c.user, c.host
             )));
+        }
+        if self.fields.disabled(entry) {
+            // EPICS: a disabled record takes the write but does not process it.
+            tracing::debug!("put {} not applied: the record is disabled (DISA)", e.name);
+            return done(Ok(()));
         }
         let Some(graph) = self.graph.upgrade() else {
             return done(Err("the IOC is shutting down".into()));
@@ -617,6 +679,7 @@ impl PvDirectory {
         };
         let sinks: Vec<Sink> = self.sinks.read().clone();
         let _serial = self.posting.lock();
+        self.open_entries(s);
         for sink in &sinks {
             sink(slot, v);
         }
@@ -665,11 +728,79 @@ impl PvDirectory {
             if dequeued {
                 s.dirty.store(false, Ordering::Release);
             }
+            self.open_entries(s);
             let v = s.value();
             for sink in &sinks {
                 sink(slot, &v);
             }
         }
+    }
+
+    /// Decides for each PV of `s` whether the post under way shows (its SCAN and DISA).
+    fn open_entries(&self, s: &ParamSlot) {
+        for &e in &s.entries {
+            self.fields.open(e);
+        }
+    }
+
+    /// Whether the post under way reaches the clients of `entry` (views ask this for each PV
+    /// of a slot they are given: an input record with SCAN Passive or disabled keeps its
+    /// value until it is processed).
+    pub fn shows(&self, entry: usize) -> bool {
+        self.fields.is_open(entry)
+    }
+
+    /// The value of field `f` of `entry`.
+    pub fn field(&self, entry: usize, f: RecordField) -> i64 {
+        self.fields.get(entry, f)
+    }
+
+    /// A client's write of `v` to field `f` of `entry`: PROC processes the record (an
+    /// output applies its value again, an input shows its value now), SCAN/DISA/DISV are
+    /// stored and take effect. `client`: as for [`Self::put`].
+    pub fn put_field(
+        &self,
+        entry: usize,
+        f: RecordField,
+        v: i64,
+        client: Option<&ClientInfo>,
+        wait: bool,
+        done: PutDone,
+    ) {
+        let (Some(e), Some(s)) = (self.entries.get(entry), self.slot_of(entry)) else {
+            return done(Err("no such PV".into()));
+        };
+        let name = format!("{}.{}", e.name, f.name());
+        if let Some(c) = client.filter(|c| self.rights(&name, c) < Rights::Write) {
+            return done(Err(format!(
+                "no write access to '{name}' for {}@{}",
+                c.user, c.host
+            )));
+        }
+        let old = self.fields.get(entry, f);
+        if f != RecordField::Proc {
+            let r = self.fields.set(entry, f, v);
+            if r.is_ok() {
+                self.log_field_put(&name, client, old, v);
+                self.post_now(e.slot);
+            }
+            return done(r.map_err(|m| format!("{name}: {m}")));
+        }
+        self.log_field_put(&name, client, old, v);
+        if self.fields.disabled(entry) {
+            return done(Ok(()));
+        }
+        if self.is_writable(entry) {
+            return self.put(entry, s.value(), client, wait, done);
+        }
+        self.fields.force(entry);
+        self.post_now(e.slot);
+        done(Ok(()))
+    }
+
+    fn log_field_put(&self, name: &str, client: Option<&ClientInfo>, old: i64, new: i64) {
+        let log = self.put_log.read().clone();
+        log.record_text(name, client, &old.to_string(), &new.to_string());
     }
 
     /// Starts the publisher thread; dropping the handle stops it.
@@ -690,11 +821,26 @@ impl PvDirectory {
         loop {
             {
                 let mut g = self.pending.0.lock();
-                while g.queue.is_empty() && !g.stop {
-                    self.pending.1.wait(&mut g);
-                }
-                if g.stop {
-                    return;
+                loop {
+                    if g.stop {
+                        return;
+                    }
+                    // Changes a periodic SCAN held back go out when their period is over.
+                    if self.fields.any_periodic() {
+                        for e in self.fields.due() {
+                            if let Some(slot) = self.entries.get(e).map(|x| x.slot) {
+                                g.queue.push(slot);
+                            }
+                        }
+                    }
+                    if !g.queue.is_empty() {
+                        break;
+                    }
+                    if self.fields.any_periodic() {
+                        self.pending.1.wait_for(&mut g, PERIODIC_TICK);
+                    } else {
+                        self.pending.1.wait(&mut g);
+                    }
                 }
             }
             {
@@ -733,6 +879,23 @@ impl PvDirectory {
             }
         }
     }
+}
+
+/// For every slot, the slots of its port whose high limit follows it.
+fn limit_followers(slots: &[ParamSlot]) -> Vec<Vec<usize>> {
+    let mut out = vec![Vec::new(); slots.len()];
+    for (i, s) in slots.iter().enumerate() {
+        let Some(src) = s.def.high_limit_from.and_then(|n| s.store.index(n)) else {
+            continue;
+        };
+        let from = slots
+            .iter()
+            .position(|o| Arc::ptr_eq(&o.store, &s.store) && o.idx == src);
+        if let Some(f) = from.and_then(|f| out.get_mut(f)) {
+            f.push(i);
+        }
+    }
+    out
 }
 
 /// The menu position clients see for an enum value; a value no entry stands for shows as the

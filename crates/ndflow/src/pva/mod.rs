@@ -5,6 +5,7 @@
 
 pub mod convert;
 pub mod driver;
+pub mod field_pvs;
 pub mod param_pvs;
 pub mod plugin;
 

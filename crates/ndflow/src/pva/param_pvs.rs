@@ -32,6 +32,8 @@ pub struct PvaProvider {
     /// Per directory slot: the type of its PVs.
     descs: Vec<FieldDesc>,
     images: Arc<ImagePvs>,
+    /// `NAME.PROC`, `NAME.DESC`, … as clients ask for them.
+    fields: super::field_pvs::FieldPvs,
 }
 
 impl PvaProvider {
@@ -64,6 +66,9 @@ impl PvaProvider {
             if let Some(l) = s.level_limits() {
                 set_value_alarm(desc, &mut initial, l);
             }
+            if let Some(h) = s.high_limit() {
+                set_high_limit(desc, &mut initial, h);
+            }
             let mut pv = SharedPv::new(desc.clone(), initial);
             if dir.is_writable(id) {
                 let (weak, def) = (Arc::downgrade(dir), s.def);
@@ -87,6 +92,7 @@ impl PvaProvider {
             pvs,
             descs,
             images,
+            fields: Default::default(),
         });
         let weak = Arc::downgrade(&provider);
         dir.add_sink(Arc::new(move |slot, v| {
@@ -109,9 +115,14 @@ impl PvaProvider {
             bits.extend(desc.find("valueAlarm").map(|(bit, _)| bit));
         }
         let limits = s.level_limits();
+        let high = s.high_limit();
+        if high.is_some() {
+            bits.extend(desc.find("display").map(|(bit, _)| bit));
+            bits.extend(desc.find("control").map(|(bit, _)| bit));
+        }
         let changed = BitSet::from_bits(&bits);
         for &e in &s.entries {
-            let Some(pv) = self.pvs.get(e) else {
+            let Some(pv) = self.pvs.get(e).filter(|_| self.dir.shows(e)) else {
                 continue;
             };
             let readback = self.dir.entry(e).is_some_and(|x| x.face == Face::Readback);
@@ -125,6 +136,9 @@ impl PvaProvider {
             }
             if let Some(l) = limits {
                 set_value_alarm(desc, &mut out, l);
+            }
+            if let Some(h) = high {
+                set_high_limit(desc, &mut out, h);
             }
             // Latest-wins for control PVs: a slow client sees the newest value.
             let _ = pv.post(out, &changed);
@@ -148,7 +162,7 @@ impl PvaProvider {
     }
 }
 
-fn client_info(c: &ClientId) -> ClientInfo {
+pub(crate) fn client_info(c: &ClientId) -> ClientInfo {
     ClientInfo {
         host: c.peer.map_or(String::new(), |a| a.ip().to_string()),
         user: c.user.clone(),
@@ -160,7 +174,10 @@ impl ChannelProvider for PvaProvider {
     fn lookup(&self, name: &str) -> Option<SharedPv> {
         match self.dir.find(name) {
             Some(id) => self.pvs.get(id).cloned(),
-            None => self.images.lookup(name),
+            None => self
+                .images
+                .lookup(name)
+                .or_else(|| self.fields.lookup(&self.dir, name)),
         }
     }
 
@@ -261,6 +278,14 @@ fn set_value_alarm(desc: &FieldDesc, out: &mut Value, limits: [Option<f64>; 4]) 
     ];
     for (path, v) in fields {
         set(out, desc, path, v);
+    }
+}
+
+/// Sets the display and control high limits (a limit that follows another parameter); the
+/// low limits are the declared minimum, else 0.
+fn set_high_limit(desc: &FieldDesc, out: &mut Value, high: f64) {
+    for f in ["display.limitHigh", "control.limitHigh"] {
+        set(out, desc, f, Value::F64(high));
     }
 }
 

@@ -1,0 +1,137 @@
+//! Channel Access channels of the record fields with a state of their own (`NAME.PROC`,
+//! `.SCAN`, `.DISA`, `.DISV`, `.UDF`, `.TSE`; [`crate::record_fields`]). Made when a client
+//! first asks for one and kept, so a directory of thousands of records does not carry six
+//! idle channels each. The fields derived from the declaration (`.DESC`, `.HOPR`, …) are the
+//! `ndflow-ca` crate's.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+use ndflow_ca::{CaPv, CaValue, NativeType, PvMeta};
+use parking_lot::Mutex;
+
+use crate::pvdir::{ClientInfo, PvDirectory};
+use crate::record_fields::{FieldKind, RecordField};
+
+/// The field channels made so far, by full name.
+#[derive(Default)]
+pub struct CaFieldPvs {
+    made: Mutex<HashMap<String, CaPv>>,
+}
+
+impl CaFieldPvs {
+    /// The channel `NAME.FIELD` when NAME is a PV of `dir` and FIELD one of ours.
+    pub fn lookup(&self, dir: &Arc<PvDirectory>, name: &str) -> Option<CaPv> {
+        let (rec, field) = name.rsplit_once('.')?;
+        let f = RecordField::parse(field)?;
+        let entry = dir.find(rec)?;
+        let mut made = self.made.lock();
+        if let Some(pv) = made.get(name) {
+            // Written meanwhile over pvAccess: show the value now.
+            let now = dir.field(entry, f);
+            if current(pv) != Some(now) {
+                post(pv, f, now);
+            }
+            return Some(pv.clone());
+        }
+        let pv = make(dir, entry, f);
+        made.insert(name.to_string(), pv.clone());
+        Some(pv)
+    }
+}
+
+fn make(dir: &Arc<PvDirectory>, entry: usize, f: RecordField) -> CaPv {
+    let (native, value) = match f.kind() {
+        FieldKind::UChar => (NativeType::Char, CaValue::Char(vec![0])),
+        FieldKind::Short => (NativeType::Short, CaValue::Short(vec![0])),
+        FieldKind::Menu(_) => (NativeType::Enum, CaValue::Enum(0)),
+    };
+    let mut meta = PvMeta::scalar(native);
+    if let FieldKind::Menu(m) = f.kind() {
+        meta.enum_strings = m.iter().map(|s| s.to_string()).collect();
+    }
+    // DBR_CLASS_NAME of a field channel names its record's type, as an IOC answers.
+    if let Some(e) = dir.entry(entry) {
+        meta.record_type = e.record.name().to_string();
+    }
+    meta.writable = f.writable();
+    let pv = CaPv::new(meta, value);
+    post(&pv, f, dir.field(entry, f));
+    if !f.writable() {
+        return pv;
+    }
+    let weak: Weak<PvDirectory> = Arc::downgrade(dir);
+    pv.with_put_handler(move |pv, value, completion| {
+        let Some(dir) = weak.upgrade() else {
+            return completion.fail("the IOC is shutting down".into());
+        };
+        let v = match as_int(f, &value) {
+            Ok(v) => v,
+            Err(m) => return completion.fail(m),
+        };
+        let who = completion.client().map(|(host, user)| ClientInfo {
+            host: host.to_string(),
+            user: user.to_string(),
+            protocol: "ca",
+        });
+        let wait = completion.is_notify();
+        let (pv, dir2) = (pv.clone(), Arc::downgrade(&dir));
+        dir.put_field(
+            entry,
+            f,
+            v,
+            who.as_ref(),
+            wait,
+            Box::new(move |r| {
+                if let Some(d) = dir2.upgrade() {
+                    post(&pv, f, d.field(entry, f));
+                }
+                match r {
+                    Ok(()) => completion.done(),
+                    Err(m) => completion.fail(m),
+                }
+            }),
+        );
+    })
+}
+
+fn post(pv: &CaPv, f: RecordField, v: i64) {
+    pv.post(match f.kind() {
+        FieldKind::UChar => CaValue::Char(vec![v.clamp(0, 255) as u8]),
+        FieldKind::Short => CaValue::Short(vec![v.clamp(i16::MIN as i64, i16::MAX as i64) as i16]),
+        FieldKind::Menu(_) => CaValue::Enum(v.clamp(0, u16::MAX as i64) as u16),
+    });
+}
+
+fn current(pv: &CaPv) -> Option<i64> {
+    match pv.get().0 {
+        CaValue::Char(b) => b.first().map(|x| i64::from(*x)),
+        CaValue::Short(x) => x.first().map(|x| i64::from(*x)),
+        CaValue::Enum(i) => Some(i64::from(i)),
+        _ => None,
+    }
+}
+
+/// A put's value as the field's number: a menu field also takes its choice by name.
+fn as_int(f: RecordField, v: &CaValue) -> Result<i64, String> {
+    let bad = || format!("a put to .{} needs a number", f.name());
+    Ok(match v {
+        CaValue::Char(b) => b.first().copied().map(i64::from).ok_or_else(bad)?,
+        CaValue::Short(x) => x.first().copied().map(i64::from).ok_or_else(bad)?,
+        CaValue::Long(x) => x.first().copied().map(i64::from).ok_or_else(bad)?,
+        CaValue::Float(x) => x.first().map(|x| *x as i64).ok_or_else(bad)?,
+        CaValue::Double(x) => x.first().map(|x| *x as i64).ok_or_else(bad)?,
+        CaValue::Enum(i) => i64::from(*i),
+        CaValue::String(s) => {
+            let s = s.trim();
+            if let FieldKind::Menu(m) = f.kind() {
+                if let Some(i) = m.iter().position(|c| *c == s) {
+                    return Ok(i as i64);
+                }
+            }
+            s.parse()
+                .map_err(|_| format!("'{s}' is not a value of .{}", f.name()))?
+        }
+        CaValue::Shared { .. } => return Err(bad()),
+    })
+}
