@@ -332,3 +332,41 @@ def test_lossless_subscriber_killed_mid_stream_does_not_stall(ioc, tmp_path):
             sub.kill()
         ctx.put(P + "Pva1:Lossless", 0)
         ctx.put(P + "cam1:ImageMode", "Single")
+
+
+def _close_wait_sockets(pid):
+    """Sockets of process `pid` whose peer has closed (CLOSE_WAIT)."""
+    inodes = set()
+    for f in os.listdir(f"/proc/{pid}/fd"):
+        t = os.readlink(f"/proc/{pid}/fd/{f}")
+        if t.startswith("socket:["):
+            inodes.add(t[8:-1])
+    n = 0
+    for table in ("tcp", "tcp6"):
+        for line in open(f"/proc/{pid}/net/{table}").read().splitlines()[1:]:
+            parts = line.split()
+            n += parts[9] in inodes and parts[3] == "08"
+    return n
+
+
+def test_gone_monitor_clients_leave_no_socket_behind(ndflow_bin, tmp_path):
+    """A client that monitored quiet PVs and left: the server closes its socket at once, not
+    when those PVs next post (their subscriptions stay listed until then)."""
+    import sys
+
+    cfg = 'prefix = "CW:"\n[[port]]\nname = "SIM1"\ntype = "sim"\nprefix = "cam1:"\n'
+    ioc = NdflowIoc(ndflow_bin, tmp_path, cfg)
+    try:
+        ioc.wait_for("CW:cam1:ArrayCounter_RBV", lambda v: v == 0)
+        code = (
+            "from p4p.client.thread import Context\nimport time\n"
+            f"ctx = Context('pva', conf={ioc.conf!r}, useenv=False)\n"
+            "subs = [ctx.monitor('CW:cam1:' + n, lambda v: None) "
+            "for n in ('Gain', 'Gain_RBV', 'Model_RBV')]\ntime.sleep(0.5)\n"
+        )
+        for _ in range(3):
+            subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
+        time.sleep(1.0)
+        assert _close_wait_sockets(ioc.proc.pid) == 0
+    finally:
+        ioc.close()

@@ -9,7 +9,7 @@
 //! client's window (its acks) is used up; a lossless poster waits for [`Subscription::has_room`].
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::{Condvar, Mutex};
 use tokio::sync::Notify;
@@ -102,7 +102,9 @@ pub(crate) struct Subscription {
     wake: Arc<Notify>,
     room: Arc<Room>,
     /// The connection's socket, for direct writes by a lossless poster (None in the fuzzer).
-    out: Option<Arc<SockOut>>,
+    /// Weak: a subscription left in a quiet PV's list after its client has gone must not keep
+    /// the socket open (it stayed in CLOSE_WAIT until the PV's next post).
+    out: Option<Weak<SockOut>>,
     st: Mutex<SubState>,
 }
 
@@ -136,7 +138,7 @@ impl Subscription {
             mask,
             wake,
             room,
-            out,
+            out: out.as_ref().map(Arc::downgrade),
             st: Mutex::new(SubState {
                 queue: VecDeque::new(),
                 queue_size: params.queue_size.max(1) as usize,
@@ -150,6 +152,11 @@ impl Subscription {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.st.lock().closed
+    }
+
+    /// The connection's socket while the connection lasts.
+    fn socket(&self) -> Option<Arc<SockOut>> {
+        self.out.as_ref().and_then(Weak::upgrade)
     }
 
     /// Whether a lossless poster may offer now without squashing: always true unless this is a
@@ -174,7 +181,7 @@ impl Subscription {
             write: None,
             taken: false,
         };
-        let Some(out) = self.out.as_ref().filter(|o| o.enabled()) else {
+        let Some(out) = self.socket().filter(|o| o.enabled()) else {
             return none;
         };
         let mut st = self.st.lock();
@@ -222,7 +229,7 @@ impl Subscription {
             .map(|(value, changed, overrun)| self.encode(out.order, &value, &changed, &overrun))
             .collect();
         DirectBatch {
-            write: Some((guard, Arc::clone(out), msgs)),
+            write: Some((guard, out, msgs)),
             taken,
         }
     }
@@ -314,7 +321,7 @@ impl Subscription {
         drop(st);
         // A lossless poster waiting for room writes the queued updates itself when woken (one
         // wake-up instead of the writer's and then the poster's); else the writer sends them.
-        let direct = self.out.as_ref().is_some_and(|o| o.enabled());
+        let direct = self.socket().is_some_and(|o| o.enabled());
         if direct && self.room.bump_if_waiting() {
             return;
         }
