@@ -105,3 +105,54 @@ fn missing_and_foreign_files_set_write_status() {
     );
     assert_eq!(h.get("WriteStatus"), ParamValue::Int(0));
 }
+
+/// A 1×1 8-bit TIFF whose uniqueId tag (65001) has type `ty`, `count` values and value or
+/// offset `v`.
+fn tiff_with_unique_id(ty: u16, count: u32, v: u32) -> Vec<u8> {
+    let short = |tag: u16, v: u16| (tag, 3u16, 1u32, u32::from(v));
+    let entries = [
+        short(256, 1),         // ImageWidth
+        short(257, 1),         // ImageLength
+        short(258, 8),         // BitsPerSample
+        short(259, 1),         // Compression: none
+        short(262, 1),         // PhotometricInterpretation: BlackIsZero
+        (273, 4, 1, 0),        // StripOffsets (patched below)
+        short(277, 1),         // SamplesPerPixel
+        short(278, 1),         // RowsPerStrip
+        (279, 4, 1, 1),        // StripByteCounts
+        (65001, ty, count, v), // uniqueId
+    ];
+    let pixels_at = 8 + 2 + 12 * entries.len() as u32 + 4;
+    let mut b = b"II\x2a\x00\x08\x00\x00\x00".to_vec();
+    b.extend_from_slice(&(entries.len() as u16).to_le_bytes());
+    for (tag, ty, n, v) in entries {
+        let v = if tag == 273 { pixels_at } else { v };
+        b.extend_from_slice(&tag.to_le_bytes());
+        b.extend_from_slice(&ty.to_le_bytes());
+        b.extend_from_slice(&n.to_le_bytes());
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.push(7);
+    b
+}
+
+/// Found by fuzzing: a tag whose count claims gigabytes made ReadFile allocate them (the
+/// process aborted on allocation failure). Now the claim is refused as an error.
+#[test]
+fn a_tag_claiming_gigabytes_is_an_error_not_an_allocation() {
+    let pool = ndflow_core::Pool::new(1 << 20);
+    let read = |b: Vec<u8>| {
+        ndflow_io::tiff::read::read_tiff_from(
+            std::io::Cursor::new(b),
+            std::path::Path::new("hostile.tif"),
+            &pool,
+        )
+    };
+    // 2^32 - 1 DOUBLEs (32 GiB) at offset 8.
+    let err = read(tiff_with_unique_id(12, u32::MAX, 8)).expect_err("32 GiB of values refused");
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
+    // The same file with one LONG is an image with that uniqueId.
+    let f = read(tiff_with_unique_id(4, 1, 42)).expect("a 1×1 image");
+    assert_eq!(f.unique_id, 42);
+}

@@ -7,7 +7,7 @@
 //! (the file does not keep the attribute's type).
 
 use std::fs::File;
-use std::io::{self, BufReader};
+use std::io::{self, BufReader, Read, Seek};
 use std::path::Path;
 
 use ndflow_core::{AttrValue, ColorMode, DataType, EpicsTimeStamp, NDArray, NDAttribute, Pool};
@@ -32,14 +32,21 @@ fn bad(path: &Path, what: impl std::fmt::Display) -> io::Error {
 
 /// Reads the TIFF file at `path` into a frame whose pixels come from `pool`.
 pub fn read_tiff(path: &Path, pool: &Pool) -> io::Result<NDArray> {
-    let file = File::open(path)?;
+    read_tiff_from(BufReader::new(File::open(path)?), path, pool)
+}
+
+/// [`read_tiff`] from any seekable reader (the fuzz targets read from memory); `path` names
+/// the source in errors and attributes.
+pub fn read_tiff_from<R: Read + Seek>(r: R, path: &Path, pool: &Pool) -> io::Result<NDArray> {
     let terr = |e: TiffError| match e {
         TiffError::IoError(io) => io,
         other => bad(path, other),
     };
-    let mut dec = Decoder::new(BufReader::new(file))
-        .map_err(terr)?
-        .with_limits(Limits::unlimited());
+    // Images up to MAX_BYTES; tag values and compressed strips within the crate's defaults
+    // (1 MiB, 128 MiB), so that a count a hostile file claims is refused, not allocated.
+    let mut limits = Limits::default();
+    limits.decoding_buffer_size = MAX_BYTES;
+    let mut dec = Decoder::new(r).map_err(terr)?.with_limits(limits);
     let (w, h) = dec.dimensions().map_err(terr)?;
     let (samples, bits) = match dec.colortype().map_err(terr)? {
         ColorType::Gray(b) => (1usize, b),
