@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The long, coverage-guided fuzzing run (cargo-fuzz + libFuzzer, nightly Rust, AddressSanitizer,
+# debug assertions and overflow checks on). The test suite's short run of the same targets is
+# crates/ndflow-fuzz/tests/smoke.rs (stable, seeded mutations).
+#
+#   scripts/fuzz.sh                       # every target, 10^7 executions each
+#   scripts/fuzz.sh ca_server pva_server  # only these
+#   scripts/fuzz.sh -n 1000000 -T 600     # 10^6 executions or 10 minutes, whichever first
+#
+# Options: -n RUNS (libFuzzer -runs, default 10000000), -T SECONDS (-max_total_time per target,
+# default 0 = no limit), -t SECONDS (-timeout per input, default 10), -m MB (-rss_limit_mb,
+# default 2048), -o FILE (the report, default fuzz/target/fuzz-report.md), -N NICE (default 10),
+# -B (do not build: run the binaries already in fuzz/target).
+#
+# Installs the nightly toolchain and cargo-fuzz when missing. Targets run one at a time (one
+# libFuzzer process: the machine stays usable). Each one starts from the committed seeds
+# (fuzz/corpus/<target>/, read only) plus its working corpus from earlier runs
+# (fuzz/target/corpus/<target>/, where new inputs go); crashes land in fuzz/artifacts/<target>/.
+# The report has one row per target: executions, executions/s, coverage (libFuzzer's cov:
+# edges and ft: features at the end), corpus size, crashes; the exit status is 1 if any target
+# crashed (or failed to run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RUNS=10000000 MAX_TIME=0 TIMEOUT=10 RSS=2048 NICE=10 BUILD=1
+REPORT=fuzz/target/fuzz-report.md
+while getopts "n:T:t:m:o:N:Bh" opt; do
+    case $opt in
+        n) RUNS=$OPTARG ;;
+        T) MAX_TIME=$OPTARG ;;
+        t) TIMEOUT=$OPTARG ;;
+        m) RSS=$OPTARG ;;
+        o) REPORT=$OPTARG ;;
+        N) NICE=$OPTARG ;;
+        B) BUILD=0 ;;
+        *) sed -n '2,22p' "$0"; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+
+if ! rustup toolchain list | grep -q '^nightly'; then
+    rustup toolchain install nightly --profile minimal
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked
+fi
+
+# Every target, in the library's order (network-facing first), unless named.
+if [ $# -gt 0 ]; then
+    targets=("$@")
+else
+    mapfile -t targets < <(grep -oE '^    \("[a-z0-9_]+",' crates/ndflow-fuzz/src/lib.rs | tr -d ' (",')
+fi
+for t in "${targets[@]}"; do
+    [ -f "fuzz/fuzz_targets/$t.rs" ] || { echo "no fuzz target $t" >&2; exit 2; }
+done
+
+# One build of every target (release, debug assertions, AddressSanitizer), then each binary
+# runs on its own (what `cargo fuzz run` does, without a cargo invocation per target).
+if [ "$BUILD" = 1 ]; then
+    echo "building the fuzz targets (cargo +nightly fuzz build)…"
+    nice -n "$NICE" cargo +nightly fuzz build
+fi
+bin=fuzz/target/$(rustc -vV | sed -n 's/^host: //p')/release
+
+mkdir -p fuzz/target/logs "$(dirname "$REPORT")"
+rows=()
+failed=0
+for t in "${targets[@]}"; do
+    work=fuzz/target/corpus/$t
+    log=fuzz/target/logs/$t.log
+    mkdir -p "$work" "fuzz/artifacts/$t"
+    args=(-runs="$RUNS" -rss_limit_mb="$RSS" -timeout="$TIMEOUT" -print_final_stats=1
+          -max_total_time="$MAX_TIME" -artifact_prefix="fuzz/artifacts/$t/")
+    [ -f "fuzz/dict/$t.dict" ] && args+=(-dict="fuzz/dict/$t.dict")
+    echo "== $t: ${args[*]}"
+    start=$(date +%s)
+    set +e
+    nice -n "$NICE" "$bin/$t" "${args[@]}" "$work" "fuzz/corpus/$t" >"$log" 2>&1
+    rc=$?
+    set -e
+    secs=$(( $(date +%s) - start ))
+    stat() { grep -oE "stat::$1: *[0-9]+" "$log" | tail -1 | grep -oE '[0-9]+$' || echo "?"; }
+    execs=$(stat number_of_executed_units)
+    rate=$(stat average_exec_per_sec)
+    last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
+    cov=$(grep -oE 'cov: [0-9]+' <<<"$last" | grep -oE '[0-9]+' || echo "?")
+    ft=$(grep -oE 'ft: [0-9]+' <<<"$last" | grep -oE '[0-9]+' || echo "?")
+    units=$(grep -oE 'corp: [0-9]+' <<<"$last" | grep -oE '[0-9]+' || echo "?")
+    if [ "$rc" -ne 0 ]; then
+        failed=1
+        crash=$(grep -oE 'Test unit written to [^ ]+' "$log" | tail -1 | sed 's/Test unit written to //')
+        crashes="yes (exit $rc${crash:+: $crash})"
+    else
+        crashes=0
+    fi
+    row="| $t | $execs | $rate | $cov | $ft | $units | $secs | $crashes |"
+    echo "$row"
+    rows+=("$row")
+done
+
+{
+    echo "Fuzzing run of $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname) ($(nproc) cores), runs=$RUNS, max_total_time=$MAX_TIME s per target"
+    echo
+    echo "| target | executions | exec/s | cov | ft | corpus | seconds | crashes |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---|"
+    printf '%s\n' "${rows[@]}"
+} | tee "$REPORT"
+echo "report: $REPORT; logs: fuzz/target/logs/"
+exit $failed
