@@ -201,14 +201,17 @@ window.addEventListener("mouseup", async () => {
   drag = null;
   if (!d || !d.roi) return;
   const r = d.roi;
+  // The dropped rectangle, taken before the puts: a poll while they run must not overwrite
+  // it with the old readbacks (held until the readbacks have caught up).
+  const { x, y, w, h } = r;
+  r.heldUntil = performance.now() + 1500;
   r.dragging = false;
-  // Sizes first when growing leftwards is impossible anyway: the IOC clamps each write.
   if (d.mode === "move") {
-    await put(`${r.prefix}MinX`, r.x);
-    await put(`${r.prefix}MinY`, r.y);
+    await put(`${r.prefix}MinX`, x);
+    await put(`${r.prefix}MinY`, y);
   } else {
-    await put(`${r.prefix}SizeX`, r.w);
-    await put(`${r.prefix}SizeY`, r.h);
+    await put(`${r.prefix}SizeX`, w);
+    await put(`${r.prefix}SizeY`, h);
   }
   r.heldUntil = performance.now() + 1500;
   drawOverlay();
