@@ -156,3 +156,19 @@ fn a_tag_claiming_gigabytes_is_an_error_not_an_allocation() {
     let f = read(tiff_with_unique_id(4, 1, 42)).expect("a 1×1 image");
     assert_eq!(f.unique_id, 42);
 }
+
+/// Found by fuzzing: an ASCII tag after the image (where the `name:value` attributes are)
+/// claiming 4 GiB was allocated before being read: ASCII values are bounded by the decoding
+/// limit, which images need large. The tags after the image are now read with 1 MiB.
+#[test]
+fn an_ascii_tag_claiming_gigabytes_is_an_error_not_an_allocation() {
+    let pool = ndflow_core::Pool::new(1 << 20);
+    let file = include_bytes!("data/fuzz-ascii-tag-4GiB.tif");
+    let err = ndflow_io::tiff::read::read_tiff_from(
+        std::io::Cursor::new(&file[..]),
+        std::path::Path::new("hostile.tif"),
+        &pool,
+    )
+    .expect_err("4 GiB of text refused");
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
+}

@@ -83,6 +83,11 @@ pub fn read_tiff_from<R: Read + Seek>(r: R, path: &Path, pool: &Pool) -> io::Res
     let mut buf = pool.alloc(bytes).map_err(io::Error::other)?;
     dec.read_image_bytes(buf.as_mut_slice::<u8>())
         .map_err(terr)?;
+    // The image is read: the tags left are numbers and `name:value` texts, none near 1 MiB (an
+    // ASCII tag is bounded by the decoding limit, not the tag-value one).
+    let mut tag_limits = Limits::default();
+    tag_limits.decoding_buffer_size = 1 << 20;
+    let mut dec = dec.with_limits(tag_limits);
     // TIFF stores samples in the file's byte order; the decoder returns native order.
     let sizes: Vec<usize> = if samples == 3 {
         vec![3, w, h]
