@@ -7,7 +7,7 @@ use ndflow_ca::dbr::decode as dbr_decode;
 use ndflow_ca::header::{cmd, message, payload_str, string_message, Header};
 use ndflow_ca::server::fuzz::FuzzConn;
 use ndflow_ca::testing::demo_pvs;
-use ndflow_ca::{ServerConfig, StaticProvider};
+use ndflow_ca::{CaPv, PvProvider, ServerConfig};
 
 /// Largest payload accepted here (EPICS_CA_MAX_ARRAY_BYTES of the fuzzed server): 64 kB keeps
 /// the conversions of a mutated element count cheap.
@@ -29,20 +29,37 @@ pub const PV_NAMES: [&str; 10] = [
     "F:enum.SEVR",
 ];
 
+/// The demo PVs under their own names, and any other name (the captured seeds use an IOC's
+/// real names) answered by one of them, chosen by the name's hash, so that a captured session
+/// reaches reads, writes and monitors; names containing `NoSuch` are not found.
+struct AnyName(Vec<(String, CaPv)>);
+
+impl PvProvider for AnyName {
+    fn lookup(&self, name: &str) -> Option<CaPv> {
+        if let Some((_, pv)) = self.0.iter().find(|(n, _)| n == name) {
+            return Some(pv.clone());
+        }
+        if name.contains("NoSuch") || self.0.is_empty() {
+            return None;
+        }
+        let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, c| {
+            (h ^ u64::from(c)).wrapping_mul(0x100_0000_01b3)
+        });
+        Some(self.0[(h % self.0.len() as u64) as usize].1.clone())
+    }
+}
+
 /// A fresh connection to a server of the demo PVs. The PVs are made once per thread (the set
 /// includes a 1024×1024 image, built before it is left out): like a real server's, their values
 /// persist from one connection (input) to the next.
 fn conn() -> FuzzConn {
     thread_local! {
-        static PROVIDER: Arc<StaticProvider> = {
-            let p = Arc::new(StaticProvider::new());
-            for (n, pv) in demo_pvs("F:") {
-                if !n.ends_with("image") && !n.ends_with("slow") {
-                    p.add(n, pv);
-                }
-            }
-            p
-        };
+        static PROVIDER: Arc<AnyName> = Arc::new(AnyName(
+            demo_pvs("F:")
+                .into_iter()
+                .filter(|(n, _)| !n.ends_with("image") && !n.ends_with("slow"))
+                .collect(),
+        ));
     }
     let p = PROVIDER.with(Arc::clone);
     let mut cfg = ServerConfig::loopback_ephemeral();

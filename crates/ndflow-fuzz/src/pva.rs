@@ -10,7 +10,7 @@ use ndflow_pva::nt::ntndarray::{ntndarray_desc, NtNdArray};
 use ndflow_pva::nt::{enumeration, scalar};
 use ndflow_pva::request::PvRequest;
 use ndflow_pva::server::fuzz::Harness;
-use ndflow_pva::server::{SharedPv, StaticProvider};
+use ndflow_pva::server::{ChannelProvider, SharedPv};
 use ndflow_pva::transport::{cmd, Message, MessageReader};
 use ndflow_pva::{
     BitSet, ByteOrder, FieldDesc, Header, Reader, ScalarType, SharedBytes, TypeCache, Value, Writer,
@@ -24,32 +24,52 @@ const MAX_MESSAGE: usize = 1 << 20;
 /// in this order (server ids 1, 2, 3).
 pub const PV_NAMES: [&str; 3] = ["F:i", "F:img", "F:e"];
 
-fn provider() -> Arc<StaticProvider> {
-    let p = Arc::new(StaticProvider::new());
+/// The three PVs under their own names, and any other name (the captured seeds use an IOC's
+/// real names) answered by one of them, chosen by the name's hash, so that a captured session
+/// reaches gets, puts and monitors; names containing `NoSuch` are not found.
+struct AnyName(Vec<(&'static str, SharedPv)>);
+
+impl ChannelProvider for AnyName {
+    fn lookup(&self, name: &str) -> Option<SharedPv> {
+        if let Some((_, pv)) = self.0.iter().find(|(n, _)| *n == name) {
+            return Some(pv.clone());
+        }
+        if name.contains("NoSuch") || self.0.is_empty() {
+            return None;
+        }
+        let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, c| {
+            (h ^ u64::from(c)).wrapping_mul(0x100_0000_01b3)
+        });
+        Some(self.0[(h % self.0.len() as u64) as usize].1.clone())
+    }
+}
+
+fn provider() -> Arc<AnyName> {
     let accept =
         |pv: &SharedPv, v: &Value, b: &BitSet| pv.post(v.clone(), b).map_err(|e| e.to_string());
-    p.add(
-        PV_NAMES[0],
-        SharedPv::new(
-            scalar::desc(ScalarType::I32),
-            scalar::value(ScalarType::I32, Value::I32(1)),
-        )
-        .with_put_handler(accept),
-    );
-    p.add(
-        PV_NAMES[1],
-        SharedPv::new(
-            ntndarray_desc().clone(),
-            Value::default_for(ntndarray_desc()),
-        )
-        .with_put_handler(accept),
-    );
-    p.add(
-        PV_NAMES[2],
-        SharedPv::new(enumeration::desc(), enumeration::value(0, &["a", "b"]))
+    Arc::new(AnyName(vec![
+        (
+            PV_NAMES[0],
+            SharedPv::new(
+                scalar::desc(ScalarType::I32),
+                scalar::value(ScalarType::I32, Value::I32(1)),
+            )
             .with_put_handler(accept),
-    );
-    p
+        ),
+        (
+            PV_NAMES[1],
+            SharedPv::new(
+                ntndarray_desc().clone(),
+                Value::default_for(ntndarray_desc()),
+            )
+            .with_put_handler(accept),
+        ),
+        (
+            PV_NAMES[2],
+            SharedPv::new(enumeration::desc(), enumeration::value(0, &["a", "b"]))
+                .with_put_handler(accept),
+        ),
+    ]))
 }
 
 thread_local! {
