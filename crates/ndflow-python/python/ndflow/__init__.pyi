@@ -402,6 +402,72 @@ class _NDArrayBaseParams:
     @property
     def NumQueuedArrays(self) -> int:
         """Arrays queued or in flight in all plugins Kind: int32; default 0."""
+    @property
+    def Dim0SA(self) -> int:
+        """Dimensions[0] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim1SA(self) -> int:
+        """Dimensions[1] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim2SA(self) -> int:
+        """Dimensions[2] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim3SA(self) -> int:
+        """Dimensions[3] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim4SA(self) -> int:
+        """Dimensions[4] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim5SA(self) -> int:
+        """Dimensions[5] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim6SA(self) -> int:
+        """Dimensions[6] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim7SA(self) -> int:
+        """Dimensions[7] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim8SA(self) -> int:
+        """Dimensions[8] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim9SA(self) -> int:
+        """Dimensions[9] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim0SA_RBV(self) -> int:
+        """Dimensions_RBV[0] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim1SA_RBV(self) -> int:
+        """Dimensions_RBV[1] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim2SA_RBV(self) -> int:
+        """Dimensions_RBV[2] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim3SA_RBV(self) -> int:
+        """Dimensions_RBV[3] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim4SA_RBV(self) -> int:
+        """Dimensions_RBV[4] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim5SA_RBV(self) -> int:
+        """Dimensions_RBV[5] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim6SA_RBV(self) -> int:
+        """Dimensions_RBV[6] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim7SA_RBV(self) -> int:
+        """Dimensions_RBV[7] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim8SA_RBV(self) -> int:
+        """Dimensions_RBV[8] (subArray) Kind: int32; default 0."""
+    @property
+    def Dim9SA_RBV(self) -> int:
+        """Dimensions_RBV[9] (subArray) Kind: int32; default 0."""
+    @property
+    def SetAcquireBusy(self) -> int:
+        """Acquire, which sets AcquireBusy on its transition to non-zero (calcout) Kind: int32; default 0."""
+    @property
+    def ClearAcquireBusy(self) -> int:
+        """AcquireBusyCB, which clears AcquireBusy on its transition to zero (calcout) Kind: int32; default 0."""
 
 class _ADBaseParams:
     @property
@@ -641,6 +707,18 @@ class _ADBaseParams:
     @property
     def ShutterStatusEPICS_RBV(self) -> str:
         """Status read back from an EPICS shutter PV Choices: 'Closed', 'Open' (or their index). Kind: enum Closed|Open; default 'Closed'."""
+    @property
+    def ShutterFanout(self) -> int:
+        """Processes ShutterOpenEPICS and ShutterCloseEPICS (fanout) Kind: int32; default 0."""
+    @property
+    def ShutterOpenEPICS(self) -> int:
+        """ShutterControlEPICS; opens the EPICS shutter on its transition to non-zero (calcout) Kind: int32; default 0."""
+    @property
+    def ShutterCloseEPICS(self) -> int:
+        """ShutterControlEPICS; closes the EPICS shutter on its transition to zero (calcout) Kind: int32; default 0."""
+    @property
+    def AsynIO(self) -> str:
+        """The port's asyn record Kind: string; default ''."""
     @property
     def Temperature(self) -> float:
         """Temperature set point Kind: float64; default 25.0."""
@@ -3496,6 +3574,24 @@ class _NDPluginBaseParams:
     def DroppedArrays_RBV(self) -> int:
         """Input arrays dropped: queue full or unsupported input; write to reset Kind: int32; default 0."""
     @property
+    def MaxArrayRate_COUT(self) -> float:
+        """1/MaxArrayRate, written to MinCallbackTime (calcout) Kind: float64; default 0.0."""
+    @property
+    def QueueFreeLow(self) -> float:
+        """QueueFree's LOW limit: a quarter of QueueSize (calcout) Kind: float64; default 0.0."""
+    @property
+    def QueueUseHIGH(self) -> float:
+        """QueueUse's HIGH limit: three quarters of QueueSize (calcout) Kind: float64; default 0.0."""
+    @property
+    def QueueUseHIHI(self) -> float:
+        """QueueUse's HIHI limit: QueueSize (calcout) Kind: float64; default 0.0."""
+    @property
+    def SortFreeLow(self) -> float:
+        """SortFree's LOW limit: a quarter of SortSize (calcout) Kind: float64; default 0.0."""
+    @property
+    def AsynIO(self) -> str:
+        """The port's asyn record Kind: string; default ''."""
+    @property
     def ExecutionTime(self) -> float:
         """Time of the last processing (ms) Kind: float64; default 0.0."""
     @property
@@ -3763,10 +3859,16 @@ class _roiNDPluginROIParams:
         """Remove dims of size 1 from the output Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Disable'."""
     @property
     def MaxX(self) -> int:
-        """Drive limit of MinX/SizeX in ADCore's screens (not set by ndflow) Kind: int32; default 0."""
+        """Input size in X: the high limit of MinX and SizeX Kind: int32; default 0."""
     @property
     def MaxY(self) -> int:
-        """Drive limit of MinY/SizeY in ADCore's screens (not set by ndflow) Kind: int32; default 0."""
+        """Input size in Y: the high limit of MinY and SizeY Kind: int32; default 0."""
+    @property
+    def SetXHOPR(self) -> float:
+        """MinX's and SizeX's high limit: MaxX (dfanout) Kind: float64; default 0.0."""
+    @property
+    def SetYHOPR(self) -> float:
+        """MinY's and SizeY's high limit: MaxY (dfanout) Kind: float64; default 0.0."""
 
 class _statsNDPluginStatsParams:
     @property
@@ -4125,10 +4227,10 @@ class _statsNDPluginStatsParams:
         """HistMin + i (HistMax - HistMin)/HistSize Kind: array of Float64; default array([], dtype=float64)."""
     @property
     def MaxSizeX(self) -> int:
-        """Largest X size for the cursor (not set by ndflow: the cursor is clamped to each frame) Kind: int32; default 0."""
+        """Length of the X profiles: the high limit of CursorX Kind: int32; default 0."""
     @property
     def MaxSizeY(self) -> int:
-        """Largest Y size for the cursor (not set by ndflow: the cursor is clamped to each frame) Kind: int32; default 0."""
+        """Length of the Y profiles: the high limit of CursorY Kind: int32; default 0."""
     @property
     def TSMinValue(self) -> np.ndarray:
         """Time series of MinValue Kind: array of Float64; default array([], dtype=float64)."""
@@ -4198,6 +4300,27 @@ class _statsNDPluginStatsParams:
     @property
     def TSTimestamp(self) -> np.ndarray:
         """Time stamps of the time series Kind: array of Float64; default array([], dtype=float64)."""
+    @property
+    def SetXHOPR(self) -> float:
+        """CursorX's high limit: MaxSizeX (dfanout) Kind: float64; default 0.0."""
+    @property
+    def SetYHOPR(self) -> float:
+        """CursorY's high limit: MaxSizeY (dfanout) Kind: float64; default 0.0."""
+    @property
+    def Reset(self) -> int:
+        """Write (or .PROC) to zero the statistics, then what Reset1 and Reset2 zero Kind: int32; default 0."""
+    @Reset.setter
+    def Reset(self, value: int) -> None: ...
+    @property
+    def Reset1(self) -> int:
+        """Write (or .PROC) to zero the centroid and moments, then what Reset2 zeroes Kind: int32; default 0."""
+    @Reset1.setter
+    def Reset1(self, value: int) -> None: ...
+    @property
+    def Reset2(self) -> int:
+        """Write (or .PROC) to zero Eccentricity, Orientation and the histogram counts Kind: int32; default 0."""
+    @Reset2.setter
+    def Reset2(self, value: int) -> None: ...
 
 class _processNDPluginProcessParams:
     @property
@@ -4530,6 +4653,54 @@ class _processNDPluginProcessParams:
     @property
     def PortBackup_RBV(self) -> str:
         """Port of ADCore's autosave backup (no effect in ndflow) Kind: string; default ''."""
+    @property
+    def NumFilterRecip(self) -> float:
+        """1/NumFilter: Average's coefficients (calc) Kind: float64; default 1.0."""
+    @property
+    def FilterTypeSeq(self) -> int:
+        """Loads the coefficients of the FilterType preset (seq) Kind: int32; default 0."""
+    @FilterTypeSeq.setter
+    def FilterTypeSeq(self, value: int) -> None: ...
+    @property
+    def RecursiveAveSeq(self) -> int:
+        """Loads the RecursiveAve coefficients (seq) Kind: int32; default 0."""
+    @RecursiveAveSeq.setter
+    def RecursiveAveSeq(self, value: int) -> None: ...
+    @property
+    def AverageSeq(self) -> int:
+        """Loads the Average coefficients (seq) Kind: int32; default 0."""
+    @AverageSeq.setter
+    def AverageSeq(self, value: int) -> None: ...
+    @property
+    def SumSeq(self) -> int:
+        """Loads the Sum coefficients (seq) Kind: int32; default 0."""
+    @SumSeq.setter
+    def SumSeq(self, value: int) -> None: ...
+    @property
+    def DifferenceSeq(self) -> int:
+        """Loads the Difference coefficients (seq) Kind: int32; default 0."""
+    @DifferenceSeq.setter
+    def DifferenceSeq(self, value: int) -> None: ...
+    @property
+    def RecursiveAveDiffSeq(self) -> int:
+        """Loads the RecursiveAveDiff coefficients (seq) Kind: int32; default 0."""
+    @RecursiveAveDiffSeq.setter
+    def RecursiveAveDiffSeq(self, value: int) -> None: ...
+    @property
+    def CopyToFilterSeq(self) -> int:
+        """Loads the CopyToFilter coefficients (seq) Kind: int32; default 0."""
+    @CopyToFilterSeq.setter
+    def CopyToFilterSeq(self, value: int) -> None: ...
+    @property
+    def ReadBackgroundTIFFSeq(self) -> int:
+        """ADCore reads a background from a TIFF file through its TIFF sub-plugin; ndflow has none: not acted on (use SaveBackground) Kind: int32; default 0."""
+    @ReadBackgroundTIFFSeq.setter
+    def ReadBackgroundTIFFSeq(self, value: int) -> None: ...
+    @property
+    def ReadFlatFieldTIFFSeq(self) -> int:
+        """ADCore reads a flat field from a TIFF file through its TIFF sub-plugin; ndflow has none: not acted on (use SaveFlatField) Kind: int32; default 0."""
+    @ReadFlatFieldTIFFSeq.setter
+    def ReadFlatFieldTIFFSeq(self, value: int) -> None: ...
 
 class _stdarraysNDPluginStdArraysParams:
     @property
@@ -4665,6 +4836,48 @@ class _pvaNDPluginPvaParams:
     @property
     def Overruns_RBV(self) -> int:
         """Updates squashed for latest-wins subscribers that were behind Kind: int64; default 0."""
+
+class _webNDPluginWebParams:
+    @property
+    def StreamPath(self) -> str:
+        """Path of this port's frame WebSocket on the IOC's web server (/ws/frames/PORT) Kind: string; default ''."""
+    @property
+    def StreamPath_RBV(self) -> str:
+        """Path of this port's frame WebSocket on the IOC's web server (/ws/frames/PORT) Kind: string; default ''."""
+    @property
+    def MaxSize(self) -> int:
+        """Frames larger than this on a side are binned (block mean) to fit; 0: never binned Range: [0.0, 65535.0]. Kind: int32; default 1024."""
+    @MaxSize.setter
+    def MaxSize(self, value: int) -> None: ...
+    @property
+    def MaxSize_RBV(self) -> int:
+        """Frames larger than this on a side are binned (block mean) to fit; 0: never binned Range: [0.0, 65535.0]. Kind: int32; default 1024."""
+    @property
+    def MaxRate(self) -> float:
+        """Most frames a second sent to one viewer; 0: as many as it takes Range: [0.0, None]. Kind: float64; default 30.0."""
+    @MaxRate.setter
+    def MaxRate(self, value: float) -> None: ...
+    @property
+    def MaxRate_RBV(self) -> float:
+        """Most frames a second sent to one viewer; 0: as many as it takes Range: [0.0, None]. Kind: float64; default 30.0."""
+    @property
+    def Clients(self) -> int:
+        """Viewers connected to this port Kind: int32; default 0."""
+    @property
+    def Clients_RBV(self) -> int:
+        """Viewers connected to this port Kind: int32; default 0."""
+    @property
+    def FramesSent(self) -> int:
+        """Frames sent to viewers, all viewers together Kind: int64; default 0."""
+    @property
+    def FramesSent_RBV(self) -> int:
+        """Frames sent to viewers, all viewers together Kind: int64; default 0."""
+    @property
+    def FramesSkipped(self) -> int:
+        """Frames a viewer never got because a newer one replaced them (latest-wins) Kind: int64; default 0."""
+    @property
+    def FramesSkipped_RBV(self) -> int:
+        """Frames a viewer never got because a newer one replaced them (latest-wins) Kind: int64; default 0."""
 
 class _tiffNDFileTIFFParams:
     @property
@@ -7432,6 +7645,9 @@ class CodecPort(Port, _codecNDPluginCodecParams, _NDPluginBaseParams, _NDArrayBa
 class PvaPort(Port, _pvaNDPluginPvaParams, _NDPluginBaseParams, _NDArrayBaseParams):
     """A `pva` port: its parameters as attributes."""
 
+class WebPort(Port, _webNDPluginWebParams, _NDPluginBaseParams, _NDArrayBaseParams):
+    """A `web` port: its parameters as attributes."""
+
 class TiffPort(Port, _tiffNDFileTIFFParams, _NDPluginBaseParams, _NDArrayBaseParams):
     """A `tiff` port: its parameters as attributes."""
 
@@ -7518,15 +7734,17 @@ class Pipeline:
     @overload
     def add(self, type_name: Literal['roi'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., Name: str = ..., MinX: int = ..., MinY: int = ..., MinZ: int = ..., SizeX: int = ..., SizeY: int = ..., SizeZ: int = ..., BinX: int = ..., BinY: int = ..., BinZ: int = ..., ReverseX: str | int = ..., ReverseY: str | int = ..., ReverseZ: str | int = ..., EnableX: str | int = ..., EnableY: str | int = ..., EnableZ: str | int = ..., AutoSizeX: str | int = ..., AutoSizeY: str | int = ..., AutoSizeZ: str | int = ..., DataTypeOut: str | int = ..., EnableScale: str | int = ..., Scale: float = ..., CollapseDims: str | int = ...) -> RoiPort: ...
     @overload
-    def add(self, type_name: Literal['stats'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., TSControl: str | int = ..., TSRead: int = ..., TSNumPoints: int = ..., TSAcquireMode: str | int = ..., ComputeStatistics: str | int = ..., BgdWidth: int = ..., ComputeCentroid: str | int = ..., CentroidThreshold: float = ..., ComputeProfiles: str | int = ..., CursorX: int = ..., CursorY: int = ..., ComputeHistogram: str | int = ..., HistSize: int = ..., HistMin: float = ..., HistMax: float = ...) -> StatsPort: ...
+    def add(self, type_name: Literal['stats'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., TSControl: str | int = ..., TSRead: int = ..., TSNumPoints: int = ..., TSAcquireMode: str | int = ..., ComputeStatistics: str | int = ..., BgdWidth: int = ..., ComputeCentroid: str | int = ..., CentroidThreshold: float = ..., ComputeProfiles: str | int = ..., CursorX: int = ..., CursorY: int = ..., ComputeHistogram: str | int = ..., HistSize: int = ..., HistMin: float = ..., HistMax: float = ..., Reset: int = ..., Reset1: int = ..., Reset2: int = ...) -> StatsPort: ...
     @overload
-    def add(self, type_name: Literal['process'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., SaveBackground: str | int = ..., EnableBackground: str | int = ..., SaveFlatField: str | int = ..., EnableFlatField: str | int = ..., ScaleFlatField: float = ..., EnableOffsetScale: str | int = ..., AutoOffsetScale: str | int = ..., Offset: float = ..., Scale: float = ..., EnableLowClip: str | int = ..., LowClipThresh: float = ..., LowClipValue: float = ..., EnableHighClip: str | int = ..., HighClipThresh: float = ..., HighClipValue: float = ..., DataTypeOut: str | int = ..., EnableFilter: str | int = ..., ResetFilter: str | int = ..., AutoResetFilter: str | int = ..., FilterCallbacks: str | int = ..., NumFilter: int = ..., FilterType: str | int = ..., FilterPrecision: str | int = ..., OOffset: float = ..., OScale: float = ..., OC1: float = ..., OC2: float = ..., OC3: float = ..., OC4: float = ..., FOffset: float = ..., FScale: float = ..., FC1: float = ..., FC2: float = ..., FC3: float = ..., FC4: float = ..., ROffset: float = ..., RC1: float = ..., RC2: float = ..., PortBackup: str = ...) -> ProcessPort: ...
+    def add(self, type_name: Literal['process'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., SaveBackground: str | int = ..., EnableBackground: str | int = ..., SaveFlatField: str | int = ..., EnableFlatField: str | int = ..., ScaleFlatField: float = ..., EnableOffsetScale: str | int = ..., AutoOffsetScale: str | int = ..., Offset: float = ..., Scale: float = ..., EnableLowClip: str | int = ..., LowClipThresh: float = ..., LowClipValue: float = ..., EnableHighClip: str | int = ..., HighClipThresh: float = ..., HighClipValue: float = ..., DataTypeOut: str | int = ..., EnableFilter: str | int = ..., ResetFilter: str | int = ..., AutoResetFilter: str | int = ..., FilterCallbacks: str | int = ..., NumFilter: int = ..., FilterType: str | int = ..., FilterPrecision: str | int = ..., OOffset: float = ..., OScale: float = ..., OC1: float = ..., OC2: float = ..., OC3: float = ..., OC4: float = ..., FOffset: float = ..., FScale: float = ..., FC1: float = ..., FC2: float = ..., FC3: float = ..., FC4: float = ..., ROffset: float = ..., RC1: float = ..., RC2: float = ..., PortBackup: str = ..., FilterTypeSeq: int = ..., RecursiveAveSeq: int = ..., AverageSeq: int = ..., SumSeq: int = ..., DifferenceSeq: int = ..., RecursiveAveDiffSeq: int = ..., CopyToFilterSeq: int = ..., ReadBackgroundTIFFSeq: int = ..., ReadFlatFieldTIFFSeq: int = ...) -> ProcessPort: ...
     @overload
     def add(self, type_name: Literal['stdarrays'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., ArrayDataType: str | int = ...) -> StdarraysPort: ...
     @overload
     def add(self, type_name: Literal['codec'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., Mode: str | int = ..., Compressor: str | int = ..., JPEGQuality: int = ..., ZlibCLevel: int = ..., BloscCompressor: str | int = ..., BloscCLevel: int = ..., BloscShuffle: str | int = ..., BloscNumThreads: int = ..., LZ4HDF5BlockSize: int = ...) -> CodecPort: ...
     @overload
     def add(self, type_name: Literal['pva'], name: str, prefix: str | None = None, *, PvName: str = ..., Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., Lossless: str | int = ..., LosslessTimeout: float = ...) -> PvaPort: ...
+    @overload
+    def add(self, type_name: Literal['web'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., MaxSize: int = ..., MaxRate: float = ...) -> WebPort: ...
     @overload
     def add(self, type_name: Literal['tiff'], name: str, prefix: str | None = None, *, Acquire: str | int = ..., WaitForPlugins: str | int = ..., ArrayCounter: int = ..., NDimensions: int = ..., DataType: str | int = ..., ColorMode: str | int = ..., ArrayCallbacks: str | int = ..., NDAttributesMacros: str = ..., NDAttributesFile: str = ..., PoolMaxMem: float = ..., PoolPollStats: str | int = ..., EmptyFreeList: str | int = ..., PreAllocBuffers: str | int = ..., NumPreAllocBuffers: int = ..., NDArrayPort: str = ..., NDArrayAddress: int = ..., EnableCallbacks: str | int = ..., BlockingCallbacks: str | int = ..., QueueSize: int = ..., NumThreads: int = ..., SortMode: str | int = ..., SortTime: float = ..., SortSize: int = ..., DisorderedArrays: int = ..., DroppedOutputArrays: int = ..., MinCallbackTime: float = ..., MaxArrayRate: float = ..., MaxByteRate: float = ..., DroppedArrays: int = ..., ProcessPlugin: str | int = ..., FilePath: str = ..., CreateDirectory: int = ..., FileName: str = ..., FileNumber: int = ..., AutoIncrement: str | int = ..., FileTemplate: str = ..., AutoSave: str | int = ..., WriteFile: str | int = ..., ReadFile: str | int = ..., FileWriteMode: str | int = ..., Capture: str | int = ..., NumCapture: int = ..., FreeCapture: str | int = ..., DeleteDriverFile: str | int = ..., LazyOpen: str | int = ..., TempSuffix: str = ..., FileFormat: str | int = ...) -> TiffPort: ...
     @overload
