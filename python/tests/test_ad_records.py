@@ -205,6 +205,17 @@ for n, c in zip(names, chids):
 print("RESULT " + json.dumps(out))
 """
 
+def run_ca(ioc, script, names):
+    """Runs a pyepics `script` (names on its stdin) against `ioc`; returns its RESULT dict."""
+    env = dict(os.environ)
+    env.update(ca_client_env(ioc.ca_port, ioc.ca_repeater))
+    p = subprocess.run([sys.executable, "-c", script], input=json.dumps(names),
+                       env=env, capture_output=True, text=True, timeout=300)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
+    assert p.returncode == 0 and lines, p.stdout[-2000:] + p.stderr[-2000:]
+    return json.loads(lines[-1][7:])
+
+
 CA_NATIVE = {"ao": {6}, "ai": {6}, "longin": {5}, "longout": {5}, "stringin": {0}, "stringout": {0},
              "waveform": {0, 1, 2, 4, 5, 6}, "bo": {3}, "bi": {3}, "mbbo": {3}, "mbbi": {3}, "busy": {3}}
 
@@ -212,13 +223,7 @@ CA_NATIVE = {"ao": {6}, "ai": {6}, "longin": {5}, "longout": {5}, "stringin": {0
 def test_every_record_over_channel_access(ioc):
     require("epics")
     recs = all_records()
-    env = dict(os.environ)
-    env.update(ca_client_env(ioc.ca_port, ioc.ca_repeater))
-    p = subprocess.run([sys.executable, "-c", CA_CHECK], input=json.dumps([n for _, n, _ in recs]),
-                       env=env, capture_output=True, text=True, timeout=300)
-    lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
-    assert p.returncode == 0 and lines, p.stdout[-2000:] + p.stderr[-2000:]
-    got = json.loads(lines[-1][7:])
+    got = run_ca(ioc, CA_CHECK, [n for _, n, _ in recs])
     problems = {}
     for typ, name, rec in recs:
         r = got.get(name)
@@ -290,13 +295,7 @@ def test_every_record_type_over_channel_access(ioc):
     for RTYP_GAPS)."""
     require("epics")
     recs = all_records() + all_helpers()
-    env = dict(os.environ)
-    env.update(ca_client_env(ioc.ca_port, ioc.ca_repeater))
-    p = subprocess.run([sys.executable, "-c", RTYP_CHECK], input=json.dumps([n for _, n, _ in recs]),
-                       env=env, capture_output=True, text=True, timeout=300)
-    lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
-    assert p.returncode == 0 and lines, p.stdout[-2000:] + p.stderr[-2000:]
-    got = json.loads(lines[-1][7:])
+    got = run_ca(ioc, RTYP_CHECK, [n for _, n, _ in recs])
     problems = {}
     gaps_seen = set()
     for typ, name, rec in recs:

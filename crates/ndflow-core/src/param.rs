@@ -627,6 +627,9 @@ pub struct ParamStore {
     layout: ParamLayout,
     /// Per parameter: the derived parameters that read it ([`Derive`]).
     followers: Vec<Vec<usize>>,
+    /// Per parameter: the positions of the sources its [`Derive`] reads, resolved once (a
+    /// source such as Dimensions changes with every frame).
+    sources: Vec<[Option<usize>; 2]>,
     values: RwLock<Vec<ParamValue>>,
     version: AtomicU64,
     listeners: Mutex<Vec<Listener>>,
@@ -652,9 +655,14 @@ impl ParamStore {
     pub fn from_layout(layout: ParamLayout) -> ParamStore {
         let values = layout.defs().iter().map(|d| d.default_value()).collect();
         let mut followers = vec![Vec::new(); layout.defs().len()];
-        for (i, d) in layout.defs().iter().enumerate() {
-            for src in d.derive.sources().into_iter().flatten() {
-                if let Some(f) = layout.index(src).and_then(|s| followers.get_mut(s)) {
+        let sources: Vec<[Option<usize>; 2]> = layout
+            .defs()
+            .iter()
+            .map(|d| d.derive.sources().map(|n| n.and_then(|n| layout.index(n))))
+            .collect();
+        for (i, src) in sources.iter().enumerate() {
+            for s in src.iter().flatten() {
+                if let Some(f) = followers.get_mut(*s) {
                     f.push(i);
                 }
             }
@@ -662,6 +670,7 @@ impl ParamStore {
         let store = ParamStore {
             layout,
             followers,
+            sources,
             values: RwLock::new(values),
             version: AtomicU64::new(0),
             listeners: Mutex::new(Vec::new()),
@@ -677,23 +686,26 @@ impl ParamStore {
 
     /// Recomputes the derived parameter `idx` from its sources.
     fn recompute(&self, idx: usize) {
-        let Some(def) = self.def(idx) else {
+        let (Some(def), Some(&[a, b])) = (self.def(idx), self.sources.get(idx)) else {
             return;
         };
-        let num = |name: &str| self.index(name).map_or(0.0, |i| self.get_f64(i));
-        let x = match def.derive {
-            Derive::None => return,
-            Derive::Copy(a) => num(a),
-            Derive::Scale(a, k) => k * num(a),
-            Derive::Difference(a, b) => num(a) - num(b),
-            Derive::Reciprocal(a) => match num(a) {
-                0.0 => 0.0,
-                v => 1.0 / v,
-            },
-            Derive::Element(a, i) => match self.index(a).and_then(|j| self.get(j)) {
-                Some(ParamValue::Array(arr)) => arr.element_f64(i).unwrap_or(0.0),
-                _ => 0.0,
-            },
+        let x = {
+            let values = self.values.read();
+            let num = |i: Option<usize>| i.and_then(|i| values.get(i)?.as_f64()).unwrap_or(0.0);
+            match def.derive {
+                Derive::None => return,
+                Derive::Copy(_) => num(a),
+                Derive::Scale(_, k) => k * num(a),
+                Derive::Difference(..) => num(a) - num(b),
+                Derive::Reciprocal(_) => match num(a) {
+                    0.0 => 0.0,
+                    v => 1.0 / v,
+                },
+                Derive::Element(_, i) => match a.and_then(|a| values.get(a)) {
+                    Some(ParamValue::Array(arr)) => arr.element_f64(i).unwrap_or(0.0),
+                    _ => 0.0,
+                },
+            }
         };
         let v = match def.kind {
             ParamKind::Float64 => ParamValue::Float(x),
