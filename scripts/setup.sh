@@ -10,9 +10,12 @@ if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
 # System packages: C toolchain and pkg-config for native crates, HDF5 and netCDF for the file
 # writers (netcdf-bin: ncdump for the tests); Aravis for GenICam cameras (libaravis-dev needs
 # libusb-1.0-0-dev for its pkg-config file; aravis-tools has the fake camera for the tests);
-# chromium for the web viewer's browser tests (driven by Playwright, which never downloads one).
+# chromium for the web viewer's browser tests (driven by Playwright, which never downloads one);
+# Xvfb and the X libraries Qt's xcb platform plugin (PyQt5's wheel) loads, for the PyDM screen
+# tests (test_adcore_screens.py).
 need_pkgs=()
-for p in build-essential pkg-config cmake nasm libhdf5-dev hdf5-tools libnetcdf-dev netcdf-bin libaravis-dev aravis-tools aravis-tools-cli libusb-1.0-0-dev chromium; do
+for p in build-essential pkg-config cmake nasm libhdf5-dev hdf5-tools libnetcdf-dev netcdf-bin libaravis-dev aravis-tools aravis-tools-cli libusb-1.0-0-dev chromium \
+    xvfb libxkbcommon-x11-0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0 libxcb-render-util0 libxcb-shape0 libxcb-xinerama0 libxcb-xkb1 libgl1 libfontconfig1; do
     dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -37,7 +40,7 @@ if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv"
     "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import p4p, pvapy, h5py, hdf5plugin, numpy, pytest, tifffile, bitshuffle, blosc, lz4, PIL, epics, caproto, softioc, bluesky, ophyd, ophyd_async, aioca, playwright" 2>/dev/null; then
+if ! .venv/bin/python -c "import p4p, pvapy, h5py, hdf5plugin, numpy, pytest, tifffile, bitshuffle, blosc, lz4, PIL, epics, caproto, softioc, bluesky, ophyd, ophyd_async, aioca, playwright, pydm, PyQt5, adl2pydm" 2>/dev/null; then
     echo "setup: installing Python packages into .venv"
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q -r python/requirements-test.txt
