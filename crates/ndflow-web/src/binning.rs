@@ -1,6 +1,7 @@
 //! A frame made ready for the page: decoded, two-dimensional, binned down to the size the
 //! client asked for, in a type a WebGL2 texture takes at full depth (UInt8 → R8UI,
-//! UInt16 → R16UI, everything else → R32F).
+//! UInt16 → R16UI, everything else → R32F; RGB frames, sent interleaved as RGB1 whatever
+//! their layout, as RGB8UI, RGB16UI, RGB32F).
 //!
 //! Binning **averages** each `b × b` block (integers rounded to nearest), so values keep
 //! their type and range and a window/level set on the full frame still fits the binned one.
@@ -11,20 +12,82 @@ use ndflow_core::{with_pixel_type, ColorMode, DataType, NDArray, Pixel, Pool};
 
 use crate::header::FrameHeader;
 
-/// Width and height of a frame the viewer can show: Mono 1-D (one row) or 2-D.
-pub fn shape(frame: &NDArray) -> Result<(usize, usize), String> {
-    if frame.color_mode() != ColorMode::Mono {
-        return Err(format!(
-            "colour mode {} cannot be shown (Mono only)",
-            frame.color_mode().name()
-        ));
+/// Where a frame's values lie: `w × h` pixels of `colors` values each (1 Mono, 3 RGB), value
+/// (x, y, c) at element `x·xs + y·ys + c·cs`. RGB1 (dims 3, X, Y), RGB2 (X, 3, Y) and RGB3
+/// (X, Y, 3) differ only in the strides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub w: usize,
+    pub h: usize,
+    pub colors: usize,
+    pub xs: usize,
+    pub ys: usize,
+    pub cs: usize,
+}
+
+impl Shape {
+    /// Elements the layout spans.
+    pub fn len(&self) -> usize {
+        self.w * self.h * self.colors
     }
-    match frame.sizes().as_slice() {
-        [w] => Ok((*w, 1)),
-        [w, h] => Ok((*w, *h)),
-        other => Err(format!(
-            "{} dimensions cannot be shown (1 or 2)",
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The shape of a frame the viewer can show: Mono 1-D (one row) or 2-D, or RGB1/RGB2/RGB3
+/// 3-D with a colour dim of 3.
+pub fn shape(frame: &NDArray) -> Result<Shape, String> {
+    let dims = frame.sizes();
+    let mode = frame.color_mode();
+    let mono = |w: usize, h: usize| Shape {
+        w,
+        h,
+        colors: 1,
+        xs: 1,
+        ys: w,
+        cs: 0,
+    };
+    match (mode, dims.as_slice()) {
+        (ColorMode::Mono, [w]) => Ok(mono(*w, 1)),
+        (ColorMode::Mono, [w, h]) => Ok(mono(*w, *h)),
+        (ColorMode::Mono, other) => Err(format!(
+            "{} dimensions cannot be shown (Mono: 1 or 2)",
             other.len()
+        )),
+        (ColorMode::RGB1, [3, w, h]) => Ok(Shape {
+            w: *w,
+            h: *h,
+            colors: 3,
+            xs: 3,
+            ys: 3 * w,
+            cs: 1,
+        }),
+        (ColorMode::RGB2, [w, 3, h]) => Ok(Shape {
+            w: *w,
+            h: *h,
+            colors: 3,
+            xs: 1,
+            ys: 3 * w,
+            cs: *w,
+        }),
+        (ColorMode::RGB3, [w, h, 3]) => Ok(Shape {
+            w: *w,
+            h: *h,
+            colors: 3,
+            xs: 1,
+            ys: *w,
+            cs: w * h,
+        }),
+        (ColorMode::RGB1 | ColorMode::RGB2 | ColorMode::RGB3, d) => Err(format!(
+            "colour mode {} with dims {d:?} cannot be shown (no colour dim of 3 where {} puts it)",
+            mode.name(),
+            mode.name()
+        )),
+        (other, _) => Err(format!(
+            "colour mode {} cannot be shown (Mono, RGB1, RGB2, RGB3)",
+            other.name()
         )),
     }
 }
@@ -45,8 +108,8 @@ pub fn wire_type(t: DataType) -> DataType {
     }
 }
 
-/// The whole message for `frame`: header, then pixels binned for `max_side`. A compressed
-/// frame is decoded first.
+/// The whole message for `frame`: header, then pixels binned for `max_side` (RGB frames
+/// pixel-interleaved, as RGB1). A compressed frame is decoded first.
 pub fn encode_frame(frame: &NDArray, max_side: usize, skipped: u32) -> Result<Vec<u8>, String> {
     let decoded;
     let frame = if frame.is_compressed() {
@@ -56,61 +119,100 @@ pub fn encode_frame(frame: &NDArray, max_side: usize, skipped: u32) -> Result<Ve
     } else {
         frame
     };
-    let (w, h) = shape(frame)?;
-    let b = bin_factor(w, h, max_side);
-    let (ow, oh) = (w / b, h / b);
+    let s = shape(frame)?;
+    let b = bin_factor(s.w, s.h, max_side);
+    let (ow, oh) = (s.w / b, s.h / b);
     let out_type = wire_type(frame.data_type);
     let header = FrameHeader {
         unique_id: frame.unique_id,
         time_stamp: frame.time_stamp,
         data_type: out_type,
+        color_mode: if s.colors == 1 {
+            ColorMode::Mono
+        } else {
+            ColorMode::RGB1
+        },
         width: ow as u32,
         height: oh as u32,
-        full_width: w as u32,
-        full_height: h as u32,
+        full_width: s.w as u32,
+        full_height: s.h as u32,
         bin_x: b.min(u16::MAX as usize) as u16,
         bin_y: b.min(u16::MAX as usize) as u16,
         skipped,
     };
-    let mut out = Vec::with_capacity(crate::header::HEADER_LEN + ow * oh * out_type.size());
+    let bytes = ow * oh * s.colors * out_type.size();
+    let mut out = Vec::with_capacity(crate::header::HEADER_LEN + bytes);
     header.encode(&mut out);
+    // As it is: the frame's own bytes (wire order is little-endian).
+    if b == 1 && s.colors == 1 && out_type == frame.data_type && cfg!(target_endian = "little") {
+        let raw = frame
+            .data_bytes()
+            .get(..bytes)
+            .ok_or("frame holds fewer pixels than its dims")?;
+        out.extend_from_slice(raw);
+        return Ok(out);
+    }
     with_pixel_type!(frame.data_type, T => {
         let px = frame.pixels::<T>().map_err(|e| e.to_string())?;
-        let px = px.get(..w * h).ok_or("frame holds fewer pixels than its dims")?;
+        let px = px.get(..s.len()).ok_or("frame holds fewer pixels than its dims")?;
         match out_type {
-            DataType::UInt8 => push_binned(px, w, b, &mut out, |v| [v.round() as u8]),
+            DataType::UInt8 => push_binned(px, &s, b, &mut out, |v| [v.round() as u8]),
             DataType::UInt16 => {
-                push_binned(px, w, b, &mut out, |v| (v.round() as u16).to_le_bytes())
+                push_binned(px, &s, b, &mut out, |v| (v.round() as u16).to_le_bytes())
             }
-            _ => push_binned(px, w, b, &mut out, |v| (v as f32).to_le_bytes()),
+            _ => push_binned(px, &s, b, &mut out, |v| (v as f32).to_le_bytes()),
         }
     });
     Ok(out)
 }
 
-/// Appends the `b × b` block means of `px` (rows of `w`), each as `bytes(mean)`.
+/// Appends the `b × b` block means of `px` (laid out as `s`, holding at least `s.len()`
+/// values), pixel by pixel and colour by colour within a pixel, each as `bytes(mean)`.
 fn push_binned<T: Pixel, const N: usize>(
     px: &[T],
-    w: usize,
+    s: &Shape,
     b: usize,
     out: &mut Vec<u8>,
     bytes: impl Fn(f64) -> [u8; N],
 ) {
-    let h = px.len() / w.max(1);
-    let (ow, oh) = (w / b, h / b);
-    if b == 1 {
-        for &v in px {
-            out.extend_from_slice(&bytes(v.to_f64()));
+    let (ow, oh) = (s.w / b, s.h / b);
+    if s.colors == 1 {
+        // Mono: whole rows at a time.
+        if b == 1 {
+            for &v in px {
+                out.extend_from_slice(&bytes(v.to_f64()));
+            }
+            return;
+        }
+        let mut acc = vec![0.0f64; ow];
+        let n = (b * b) as f64;
+        for oy in 0..oh {
+            acc.fill(0.0);
+            for row in px.chunks_exact(s.w.max(1)).skip(oy * b).take(b) {
+                for (a, block) in acc.iter_mut().zip(row.chunks_exact(b)) {
+                    *a += block.iter().map(|v| v.to_f64()).sum::<f64>();
+                }
+            }
+            for a in &acc {
+                out.extend_from_slice(&bytes(a / n));
+            }
         }
         return;
     }
-    let mut acc = vec![0.0f64; ow];
+    let c = s.colors;
+    let mut acc = vec![0.0f64; ow * c];
     let n = (b * b) as f64;
     for oy in 0..oh {
         acc.fill(0.0);
-        for row in px.chunks_exact(w).skip(oy * b).take(b) {
-            for (a, block) in acc.iter_mut().zip(row.chunks_exact(b)) {
-                *a += block.iter().map(|v| v.to_f64()).sum::<f64>();
+        for y in oy * b..(oy + 1) * b {
+            for (ox, a) in acc.chunks_exact_mut(c).enumerate() {
+                for x in ox * b..(ox + 1) * b {
+                    let at = x * s.xs + y * s.ys;
+                    for (k, ak) in a.iter_mut().enumerate() {
+                        // In bounds: x < w, y < h, k < colors and px holds s.len() values.
+                        *ak += px[at + k * s.cs].to_f64();
+                    }
+                }
             }
         }
         for a in &acc {
@@ -208,6 +310,63 @@ mod tests {
         assert!(encode_frame(&c, 0, 0).unwrap_err().contains("nonsense"));
         let cube = NDArray::from_pixels(&Pool::unlimited(), &[2, 2, 2], &[0u8; 8]).unwrap();
         assert!(shape(&cube).unwrap_err().contains("3 dimensions"));
+    }
+
+    #[test]
+    fn rgb_frames_are_sent_interleaved_and_binned_per_colour() {
+        // Value (x, y, c) = 100·c + 10·y + x, in each of the three layouts.
+        let (w, h) = (4usize, 2usize);
+        let v = |x: usize, y: usize, c: usize| (100 * c + 10 * y + x) as u16;
+        let make = |mode: ColorMode| {
+            let (dims, at): (Vec<usize>, Box<dyn Fn(usize, usize, usize) -> usize>) = match mode {
+                ColorMode::RGB1 => (vec![3, w, h], Box::new(|x, y, c| c + 3 * x + 3 * w * y)),
+                ColorMode::RGB2 => (vec![w, 3, h], Box::new(|x, y, c| x + w * c + 3 * w * y)),
+                _ => (vec![w, h, 3], Box::new(|x, y, c| x + w * y + w * h * c)),
+            };
+            let mut px = vec![0u16; w * h * 3];
+            for y in 0..h {
+                for x in 0..w {
+                    for c in 0..3 {
+                        px[at(x, y, c)] = v(x, y, c);
+                    }
+                }
+            }
+            let mut f = NDArray::from_pixels(&Pool::unlimited(), &dims, &px).unwrap();
+            f.set_color_mode(mode);
+            f
+        };
+        let want: Vec<u16> = (0..h)
+            .flat_map(|y| (0..w).flat_map(move |x| (0..3).map(move |c| v(x, y, c))))
+            .collect();
+        for mode in [ColorMode::RGB1, ColorMode::RGB2, ColorMode::RGB3] {
+            let m = encode_frame(&make(mode), 0, 0).unwrap();
+            let (hd, at) = FrameHeader::decode(&m).unwrap();
+            assert_eq!(
+                (hd.color_mode, hd.width, hd.height, hd.data_type),
+                (ColorMode::RGB1, 4, 2, DataType::UInt16),
+                "{mode:?}"
+            );
+            let px: Vec<u16> = m[at..]
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect();
+            assert_eq!(px, want, "{mode:?}");
+            // Binned 2x2: two pixels, each colour the mean of its block.
+            let m = encode_frame(&make(mode), 2, 0).unwrap();
+            let (hd, at) = FrameHeader::decode(&m).unwrap();
+            assert_eq!((hd.width, hd.height, hd.bin_x), (2, 1, 2));
+            let px: Vec<u16> = m[at..]
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect();
+            // Block (0,0): x 0..2, y 0..2: mean 100c + 5 + 0.5 -> rounded to nearest.
+            assert_eq!(px, vec![6, 106, 206, 8, 108, 208], "{mode:?}");
+        }
+        let mut bad = make(ColorMode::RGB1);
+        bad.set_color_mode(ColorMode::RGB3);
+        assert!(shape(&bad).unwrap_err().contains("RGB3"));
+        bad.set_color_mode(ColorMode::Bayer);
+        assert!(shape(&bad).unwrap_err().contains("Bayer"));
     }
 
     fn ndflow_codec_lz4(src: &[u8], out: &mut [u8]) -> usize {

@@ -3,13 +3,13 @@
 //! | offset | type | field |
 //! |---|---|---|
 //! | 0 | 4 bytes | magic `NDFW` |
-//! | 4 | u16 | version (1) |
+//! | 4 | u16 | version (2) |
 //! | 6 | u16 | header length in bytes (48; pixels start there) |
 //! | 8 | i32 | uniqueId |
-//! | 12 | u8 | ndims (2) |
+//! | 12 | u8 | ndims: 2 (Mono), 3 (RGB) |
 //! | 13 | u8 | data type of the pixels sent (areaDetector's NDDataType index) |
 //! | 14 | u8 | codec of the pixels sent (0 = none: the server decodes) |
-//! | 15 | u8 | reserved (0) |
+//! | 15 | u8 | colour mode of the pixels sent (NDColorMode: 0 Mono, 2 RGB1) |
 //! | 16 | f64 | timeStamp (s, EPICS epoch) |
 //! | 24 | u32 × 2 | dims sent: width, height |
 //! | 32 | u32 × 2 | dims of the frame before binning: width, height |
@@ -17,11 +17,14 @@
 //! | 44 | u32 | frames this client skipped (latest-wins) since the previous one |
 //!
 //! Readers check magic and version and skip to the header length, so fields can be added.
+//! Version 2 gave byte 15 (reserved in version 1, always 0 = Mono) the colour mode: an RGB
+//! frame (RGB1, RGB2 or RGB3 at the source) is sent pixel-interleaved as RGB1, three values
+//! per pixel, row by row. A version 1 header is still read (as Mono).
 
-use ndflow_core::DataType;
+use ndflow_core::{ColorMode, DataType};
 
 pub const MAGIC: [u8; 4] = *b"NDFW";
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 pub const HEADER_LEN: usize = 48;
 
 /// One frame's header.
@@ -31,6 +34,8 @@ pub struct FrameHeader {
     pub time_stamp: f64,
     /// Type of the pixels that follow.
     pub data_type: DataType,
+    /// Mono (one value a pixel) or RGB1 (three, interleaved).
+    pub color_mode: ColorMode,
     pub width: u32,
     pub height: u32,
     pub full_width: u32,
@@ -48,6 +53,7 @@ pub enum HeaderError {
     Version(u16),
     DataType(u8),
     Codec(u8),
+    ColorMode(u8),
 }
 
 impl std::fmt::Display for HeaderError {
@@ -55,9 +61,12 @@ impl std::fmt::Display for HeaderError {
         match self {
             HeaderError::Short(n) => write!(f, "{n} bytes, a header needs {HEADER_LEN}"),
             HeaderError::Magic => write!(f, "not an ndflow frame (magic)"),
-            HeaderError::Version(v) => write!(f, "header version {v}, this reader knows 1"),
+            HeaderError::Version(v) => {
+                write!(f, "header version {v}, this reader knows 1 and {VERSION}")
+            }
             HeaderError::DataType(t) => write!(f, "unknown data type {t}"),
             HeaderError::Codec(c) => write!(f, "unknown codec {c}"),
+            HeaderError::ColorMode(c) => write!(f, "colour mode {c} (only 0 Mono, 2 RGB1)"),
         }
     }
 }
@@ -71,7 +80,12 @@ impl FrameHeader {
         out.extend_from_slice(&VERSION.to_le_bytes());
         out.extend_from_slice(&(HEADER_LEN as u16).to_le_bytes());
         out.extend_from_slice(&self.unique_id.to_le_bytes());
-        out.extend_from_slice(&[2, self.data_type as u8, 0, 0]);
+        let ndims = if self.color_mode == ColorMode::Mono {
+            2
+        } else {
+            3
+        };
+        out.extend_from_slice(&[ndims, self.data_type as u8, 0, self.color_mode as u8]);
         out.extend_from_slice(&self.time_stamp.to_le_bytes());
         for v in [self.width, self.height, self.full_width, self.full_height] {
             out.extend_from_slice(&v.to_le_bytes());
@@ -92,7 +106,7 @@ impl FrameHeader {
         let u16_at = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
         let u32_at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
         let version = u16_at(4);
-        if version != VERSION {
+        if version != VERSION && version != 1 {
             return Err(HeaderError::Version(version));
         }
         let len = (u16_at(6) as usize).max(HEADER_LEN);
@@ -100,12 +114,18 @@ impl FrameHeader {
         if b[14] != 0 {
             return Err(HeaderError::Codec(b[14]));
         }
+        let color_mode = match (version, b[15]) {
+            (1, _) | (_, 0) => ColorMode::Mono,
+            (_, 2) => ColorMode::RGB1,
+            (_, c) => return Err(HeaderError::ColorMode(c)),
+        };
         let mut ts = [0u8; 8];
         ts.copy_from_slice(&b[16..24]);
         let h = FrameHeader {
             unique_id: u32_at(8) as i32,
             time_stamp: f64::from_le_bytes(ts),
             data_type,
+            color_mode,
             width: u32_at(24),
             height: u32_at(28),
             full_width: u32_at(32),
@@ -127,6 +147,7 @@ mod tests {
             unique_id: -7,
             time_stamp: 1_100_000_000.25,
             data_type: DataType::UInt16,
+            color_mode: ColorMode::Mono,
             width: 1024,
             height: 512,
             full_width: 4096,
@@ -143,7 +164,7 @@ mod tests {
         sample().encode(&mut b);
         assert_eq!(b.len(), HEADER_LEN);
         assert_eq!(&b[0..4], b"NDFW");
-        assert_eq!(&b[4..8], &[1, 0, 48, 0]);
+        assert_eq!(&b[4..8], &[2, 0, 48, 0]);
         assert_eq!(&b[8..12], &(-7i32).to_le_bytes());
         assert_eq!(&b[12..16], &[2, 3, 0, 0]);
         assert_eq!(&b[16..24], &1_100_000_000.25f64.to_le_bytes());
@@ -151,6 +172,14 @@ mod tests {
         assert_eq!(&b[36..40], &2048u32.to_le_bytes());
         assert_eq!(&b[40..44], &[4, 0, 4, 0]);
         assert_eq!(&b[44..48], &3u32.to_le_bytes());
+        // RGB: three dims, colour mode 2 in the byte version 1 reserved.
+        let mut b = Vec::new();
+        FrameHeader {
+            color_mode: ColorMode::RGB1,
+            ..sample()
+        }
+        .encode(&mut b);
+        assert_eq!(&b[12..16], &[3, 3, 0, 2]);
     }
 
     #[test]
@@ -168,6 +197,22 @@ mod tests {
         let mut bad = b.clone();
         bad[13] = 42;
         assert_eq!(FrameHeader::decode(&bad), Err(HeaderError::DataType(42)));
+        let mut rgb = b.clone();
+        rgb[15] = 2;
+        assert_eq!(
+            FrameHeader::decode(&rgb).unwrap().0.color_mode,
+            ColorMode::RGB1
+        );
+        let mut v1 = rgb.clone();
+        v1[4] = 1;
+        assert_eq!(
+            FrameHeader::decode(&v1).unwrap().0.color_mode,
+            ColorMode::Mono,
+            "version 1's reserved byte is not a colour mode"
+        );
+        let mut bad = b.clone();
+        bad[15] = 4;
+        assert_eq!(FrameHeader::decode(&bad), Err(HeaderError::ColorMode(4)));
         let mut bad = b;
         bad[14] = 1;
         assert!(FrameHeader::decode(&bad)
