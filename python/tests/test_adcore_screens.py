@@ -277,17 +277,16 @@ def screens_and_embeds():
 
 
 def fix_adl2pydm_ui(text):
-    """The two fixes adl2pydm 0.0.4's output needs to load in PyDM 1.29:
-    1. `PyDMAbsoluteGeometry` (its top-level form and composites) is no PyDM class: a plain
-       QWidget positions its children absolutely as well (drop the custom widget declaration);
-    2. a slider's `tickPosition` is written `NoTicks`: uic needs the enum qualified,
-       `QSlider::NoTicks`."""
-    text = re.sub(r"\s*<customwidget>\s*<class>PyDMAbsoluteGeometry</class>.*?</customwidget>",
-                  "", text, flags=re.S)
-    text = text.replace('class="PyDMAbsoluteGeometry"', 'class="QWidget"')
-    text = re.sub(r"(<property name=\"tickPosition\"[^>]*>\s*<enum>)(?!QSlider::)(\w+)",
-                  r"\1QSlider::\2", text)
-    return text
+    """The two fixes adl2pydm 0.0.4's output needs to load in PyDM 1.29 (docs/screens.md gives
+    them as sed commands, which this does):
+    1. `PyDMAbsoluteGeometry` (its top-level form and every composite) is no PyDM class
+       (ModuleNotFoundError: pydm.widgets.absolute_geometry): PyDMFrame, whose children keep
+       their absolute positions as well;
+    2. a slider's `tickPosition` is written `NoTicks`, which uic looks up on Qt
+       (AttributeError): it is `QSlider::NoTicks`."""
+    text = text.replace("PyDMAbsoluteGeometry", "PyDMFrame")
+    text = text.replace("pydm.widgets.absolute_geometry", "pydm.widgets.frame")
+    return text.replace("<enum>NoTicks<", "<enum>QSlider::NoTicks<")
 
 
 def convert(adl_dir, out):
@@ -296,6 +295,7 @@ def convert(adl_dir, out):
     if not exe.exists():
         pytest.fail("adl2pydm is missing: run ./scripts/setup.sh", pytrace=False)
     files = [str(pathlib.Path(adl_dir) / f"{n}.adl") for n in screens_and_embeds()]
+    pathlib.Path(out).mkdir(parents=True, exist_ok=True)
     p = subprocess.run([str(exe), "-d", str(out), *files], capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0, p.stderr[-3000:]
