@@ -5,7 +5,11 @@ One IOC and one page serve every test (module fixtures), to keep the file fast. 
 detector draws a UInt16 ramp, value(x, y) = x + 256·y + n on frame n, so every pixel's value
 is known; the tests read values and colours back from the page and check them against the
 ramp and the colour map's definition, watch uniqueId advance and stop on pause, drag an ROI
-and read ROI1:MinX over pvAccess (p4p), and watch the plots and the pipeline table fill.
+and read ROI1:MinX over pvAccess (p4p), and watch the plots and the pipeline table fill. The
+line profiles are compared with the ramp's row and column, the histogram's counts with the
+ramp's (uniform) distribution, an overlay's and a ROIStat ROI's outlines are read back from the
+overlay canvas at their configured positions (and the ROIStat ROI dragged), and an RGB1 stream
+from a second simulated detector is read back in colour.
 
 Loopback only: the IOC's EPICS servers and its web server use free ports on 127.0.0.1
 (pva_util.NdflowIoc, netenv.py); the browser runs with its background networking off.
@@ -37,6 +41,7 @@ CHROMIUM_ARGS = [
 ]
 
 W, H = 256, 128
+RW, RH = 64, 32
 CONFIG = f"""
 prefix = "WEBT:"
 
@@ -98,6 +103,66 @@ type = "web"
 prefix = "web2:"
 NDArrayPort = "CODEC1"
 MaxSize = 64
+
+[[port]]
+name = "OVER1"
+type = "overlay"
+prefix = "Over1:"
+NDArrayPort = "SIM1"
+EnableCallbacks = 0
+"1:Use" = 1
+"1:Shape" = "Rectangle"
+"1:PositionX" = 100
+"1:PositionY" = 40
+"1:SizeX" = 50
+"1:SizeY" = 30
+"1:Red" = 65535
+"1:Green" = 0
+"1:Blue" = 0
+"2:Use" = 1
+"2:Shape" = "Text"
+"2:PositionX" = 180
+"2:PositionY" = 100
+"2:SizeX" = 60
+"2:SizeY" = 15
+"2:DisplayText" = "ndflow"
+
+[[port]]
+name = "RSTAT1"
+type = "roistat"
+prefix = "ROIStat1:"
+NDArrayPort = "SIM1"
+"1:Use" = 1
+"1:MinX" = 150
+"1:MinY" = 60
+"1:SizeX" = 40
+"1:SizeY" = 20
+
+[[port]]
+name = "SIM2"
+type = "sim"
+prefix = "cam2:"
+MaxSizeX = {RW}
+MaxSizeY = {RH}
+DataType = "UInt16"
+ColorMode = "RGB1"
+SimMode = "LinearRamp"
+Gain = 1.0
+GainX = 1.0
+GainY = {RW}.0
+GainRed = 1.0
+GainGreen = 0.0
+GainBlue = 2.0
+ImageMode = "Continuous"
+AcquireTime = 0.01
+AcquirePeriod = 0.1
+Acquire = 1
+
+[[port]]
+name = "WEB3"
+type = "web"
+prefix = "web3:"
+NDArrayPort = "SIM2"
 """
 
 
@@ -137,7 +202,7 @@ def ioc(ndflow_bin, tmp_path_factory):
 def page(ioc):
     with playwright_sync.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        ctx = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+        ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
         pg = ctx.new_page()
         errors = []
         pg.on("pageerror", lambda e: errors.append(str(e)))
@@ -295,3 +360,120 @@ def test_a_compressed_stream_is_decoded_and_binned_on_the_server(page, ioc):
     set_paused(page, False)
     page.select_option("#stream", "WEB1")
     assert ioc.wait_for("WEBT:web1:FramesSent_RBV", lambda n: n > 0)
+
+
+def overlay_rgba(page, cx, cy):
+    """The RGBA the 2-D overlay canvas holds at canvas pixel (cx, cy)."""
+    return page.evaluate(
+        """([x, y]) => Array.from(document.getElementById('overlay').getContext('2d')
+                                   .getImageData(x, y, 1, 1).data)""",
+        [round(cx), round(cy)],
+    )
+
+
+def test_line_profiles_are_the_row_and_column_through_a_clicked_point(page, ioc):
+    set_paused(page, True)
+    base = page.evaluate("ndviewer.valueAt(0, 0)")
+    cx, cy = page.evaluate("ndviewer.toCanvas(17.5, 33.5)")
+    box = page.locator("#overlay").bounding_box()
+    page.mouse.click(box["x"] + cx, box["y"] + cy)
+    prof = page.evaluate("({x: ndviewer.state.profile.x, y: ndviewer.state.profile.y,"
+                         " follow: ndviewer.state.profile.follow,"
+                         " row: ndviewer.state.profile.row, col: ndviewer.state.profile.col})")
+    assert (int(prof["x"]), int(prof["y"]), prof["follow"]) == (17, 33, False)
+    assert prof["row"] == [[(base + x + 256 * 33) % 65536 for x in range(W)]]
+    assert prof["col"] == [[(base + 17 + 256 * y) % 65536 for y in range(H)]]
+    # Held: moving the cursor elsewhere does not move them.
+    page.mouse.move(box["x"] + 10, box["y"] + 10)
+    assert int(page.evaluate("ndviewer.state.profile.x")) == 17
+    page.screenshot(path=str(ioc.tmp / "web-viewer-profiles.png"))
+    page.check("#follow")
+    set_paused(page, False)
+
+
+def test_the_histogram_counts_every_pixel_and_marks_the_window(page, ioc):
+    set_paused(page, True)
+    base = page.evaluate("ndviewer.valueAt(0, 0)")
+    h = page.evaluate("(() => { const h = ndviewer.state.hist;"
+                      " return {lo: h.lo, hi: h.hi, w: h.binWidth, total: h.total,"
+                      " counts: Array.from(h.counts)}; })()")
+    assert h["total"] == W * H and sum(h["counts"]) == W * H
+    if base + W - 1 + 256 * (H - 1) < 65536:  # the ramp has not wrapped: one of each value
+        assert (h["lo"], h["hi"]) == (base, base + W - 1 + 256 * (H - 1))
+        # 32768 distinct values in 256 bins of 128: every bin holds 128.
+        assert h["w"] == 128 and h["counts"] == [128] * 256
+    lo, hi = base + 8192, base + 24576
+    page.evaluate(f"ndviewer.setWindow({lo}, {hi})")
+    width = page.evaluate("document.getElementById('hist').width")
+    for v in (lo, hi):
+        x = round(4 + (v - h["lo"]) / (h["w"] * len(h["counts"])) * (width - 8))
+        px = page.evaluate(
+            """(x) => { const d = document.getElementById('hist').getContext('2d')
+                          .getImageData(x - 1, 17, 3, 1).data;
+                        return [0, 1, 2].map((i) => Array.from(d.slice(4 * i, 4 * i + 3))); }""",
+            x)
+        # The window's yellow (#fd3), antialiased across a pixel boundary.
+        assert any(r > 150 and g > 120 and b < 100 for r, g, b in px), (v, x, px)
+    page.check("#auto")
+    set_paused(page, False)
+
+
+def test_overlays_and_roistat_regions_are_drawn_where_configured(page, ioc):
+    wait_until(lambda: page.evaluate("ndviewer.state.overlays.length") == 2, what="two overlays")
+    ovs = page.evaluate("ndviewer.state.overlays")
+    rect = next(o for o in ovs if o["shape"] == "Rectangle")
+    assert (rect["x"], rect["y"], rect["w"], rect["h"], rect["rgb"]) == (100, 40, 50, 30, [65535, 0, 0])
+    text = next(o for o in ovs if o["shape"] == "Text")
+    assert (text["x"], text["y"], text["text"]) == (180, 100, "ndflow")
+    # The rectangle's left edge is red on the overlay canvas; its inside is left clear.
+    r, g, b, a = overlay_rgba(page, *page.evaluate("ndviewer.toCanvas(100, 55)"))
+    assert a > 100 and r > 150 and g < 80 and b < 80, (r, g, b, a)
+    assert overlay_rgba(page, *page.evaluate("ndviewer.toCanvas(125, 55)"))[3] == 0
+    # The ROIStat ROI, cyan at its left edge, then dragged: MinX/MinY written.
+    wait_until(lambda: page.evaluate(
+        "ndviewer.state.rois.some((r) => r.kind === 'roistat' && r.used && r.known && r.w === 40)"),
+        what="ROIStat ROI 1 drawn")
+    r, g, b, a = overlay_rgba(page, *page.evaluate("ndviewer.toCanvas(150, 70)"))
+    assert a > 100 and r < 80 and g > 150 and b > 150, (r, g, b, a)
+    x0, y0 = page.evaluate("ndviewer.toCanvas(170, 70)")
+    zoom = page.evaluate("ndviewer.state.view.zoom")
+    box = page.locator("#overlay").bounding_box()
+    page.mouse.move(box["x"] + x0, box["y"] + y0)
+    page.mouse.down()
+    for k in range(1, 6):
+        page.mouse.move(box["x"] + x0 + k * 2 * zoom, box["y"] + y0 + k * zoom)
+    page.mouse.up()
+    ioc.wait_for("WEBT:ROIStat1:1:MinX_RBV", lambda v: v == 160)
+    ioc.wait_for("WEBT:ROIStat1:1:MinY_RBV", lambda v: v == 65)
+    page.screenshot(path=str(ioc.tmp / "web-viewer-overlays.png"))
+
+
+def test_rgb_frames_are_shown_in_colour(page, ioc):
+    set_paused(page, False)
+    page.select_option("#stream", "WEB3")
+    wait_until(lambda: page.evaluate("ndviewer.state.frame && ndviewer.state.frame.colors") == 3,
+               what="an RGB frame")
+    set_paused(page, True)
+    f = page.evaluate("({w: ndviewer.state.frame.width, h: ndviewer.state.frame.height,"
+                      " mode: ndviewer.state.frame.colorMode})")
+    assert f == {"w": RW, "h": RH, "mode": 2}
+    r0 = page.evaluate("ndviewer.valueAt(0, 0)")[0]
+    # Red = ramp, green = 0, blue = 2 x ramp (GainRed 1, GainGreen 0, GainBlue 2).
+    for x, y in [(0, 0), (10, 5), (63, 31)]:
+        r, g, b = page.evaluate(f"ndviewer.valueAt({x}, {y})")
+        assert (r, g, b) == (r0 + x + RW * y, 0, 2 * (r0 + x + RW * y)), (x, y)
+    hi = 2 * (r0 + RW * RH)
+    page.evaluate(f"ndviewer.setWindow(0, {hi})")
+    for x, y in [(10, 5), (63, 31), (32, 16)]:
+        r, g, b = page.evaluate(f"ndviewer.valueAt({x}, {y})")
+        cx, cy = page.evaluate(f"ndviewer.toCanvas({x} + 0.5, {y} + 0.5).map(Math.floor)")
+        want = [round(r / hi * 255), 0, round(b / hi * 255)]
+        got = canvas_rgb(page, cx, cy)
+        assert all(abs(a - w) <= 2 for a, w in zip(got, want)), (x, y, got, want)
+    a = np.load(io.BytesIO(bytes(page.evaluate("Array.from(ndviewer.npyBytes(ndviewer.state.frame))"))))
+    assert a.shape == (RH, RW, 3) and list(a[5, 10]) == page.evaluate("ndviewer.valueAt(10, 5)")
+    page.screenshot(path=str(ioc.tmp / "web-viewer-rgb.png"))
+    page.check("#auto")
+    set_paused(page, False)
+    page.select_option("#stream", "WEB1")
+    wait_until(lambda: page.evaluate("ndviewer.state.frame.colors") == 1, what="back to Mono")

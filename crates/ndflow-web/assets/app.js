@@ -16,7 +16,12 @@ const state = {
   fitted: "",
   ws: null,
   ports: [],
-  rois: [],           // {name, prefix, x, y, w, h} in full-frame pixels
+  rois: [],           // {kind: "roi"|"roistat", name, prefix, x, y, w, h} in full-frame pixels
+  roistats: [],       // roistat ports: {name, prefix, present: [N…] (probed), used: Set}
+  overlayPorts: [],   // overlay ports: {name, prefix, used: Set of N}
+  overlays: [],       // enabled overlays: {port, n, shape, x, y, w, h, wx, wy, rgb, text, font}
+  profile: { x: 0, y: 0, follow: true, row: [], col: [], at: null },  // row/col: [channel][i]
+  hist: null,         // {lo, hi, binWidth, counts, total, nonFinite}
   plots: {},
   putErrors: 0,
 };
@@ -94,16 +99,18 @@ function show(f) {
     fit(f);
     state.fitted = key;
   }
-  renderer.upload(f.pixels, f.width, f.height);
+  renderer.upload(f.pixels, f.width, f.height, f.colors);
   if ($("auto").checked) {
     state.win = percentileWindow(f.pixels, +$("plo").value, +$("phi").value);
     $("lo").value = state.win[0];
     $("hi").value = state.win[1];
   }
   render();
+  updateProfile();
+  updateHistogram(f);
   state.drawn++;
   $("uid").textContent = f.uid;
-  $("dims").textContent = `${f.fullWidth}×${f.fullHeight}` + (f.binX > 1 ? ` (bin ${f.binX})` : "") + ` ${["Int8", "UInt8", "Int16", "UInt16", "Int32", "UInt32", "Int64", "UInt64", "Float32", "Float64"][f.dtype]}`;
+  $("dims").textContent = `${f.fullWidth}×${f.fullHeight}` + (f.binX > 1 ? ` (bin ${f.binX})` : "") + ` ${["Int8", "UInt8", "Int16", "UInt16", "Int32", "UInt32", "Int64", "UInt64", "Float32", "Float64"][f.dtype]}` + (f.colors === 3 ? " RGB" : "");
 }
 
 // Draws the newest frame received and returns the credit for it; while paused the frame
@@ -133,23 +140,202 @@ function toCanvas(ix, iy) {
   return [state.view.offX + ix * state.view.zoom, state.view.offY + iy * state.view.zoom];
 }
 
-// The value shown at full-frame pixel (x, y), or undefined outside the frame.
+// The value shown at full-frame pixel (x, y) ([r, g, b] for an RGB frame), or undefined
+// outside the frame.
 function valueAt(x, y) {
   const f = state.frame;
   if (!f) return undefined;
   const bx = Math.floor(x / f.binX), by = Math.floor(y / f.binY);
   if (bx < 0 || by < 0 || bx >= f.width || by >= f.height) return undefined;
-  return f.pixels[by * f.width + bx];
+  const i = (by * f.width + bx) * f.colors;
+  return f.colors === 3 ? [f.pixels[i], f.pixels[i + 1], f.pixels[i + 2]] : f.pixels[i];
+}
+
+// ---- line profiles and histogram ------------------------------------------------------------
+
+// The row and the column of the frame shown through full-frame point (x, y): the values as
+// sent (binned frames: the binned values), one array per colour.
+function updateProfile() {
+  const f = state.frame, p = state.profile;
+  if (!f) return;
+  const bx = Math.floor(p.x / f.binX), by = Math.floor(p.y / f.binY);
+  p.row = []; p.col = [];
+  p.at = null;
+  if (bx >= 0 && by >= 0 && bx < f.width && by < f.height) {
+    p.at = [bx, by];
+    for (let c = 0; c < f.colors; c++) {
+      const row = new Array(f.width), col = new Array(f.height);
+      for (let i = 0; i < f.width; i++) row[i] = f.pixels[(by * f.width + i) * f.colors + c];
+      for (let j = 0; j < f.height; j++) col[j] = f.pixels[(j * f.width + bx) * f.colors + c];
+      p.row.push(row);
+      p.col.push(col);
+    }
+  }
+  drawProfiles();
+}
+
+const CHANNEL_COLOURS = [["#6cf"], ["#f55", "#5d5", "#59f"]];
+
+// Horizontal profile under the image (x axis aligned with the image as drawn), vertical one
+// beside it (y aligned).
+function drawProfiles() {
+  const f = state.frame, p = state.profile;
+  const colours = CHANNEL_COLOURS[f && f.colors === 3 ? 1 : 0];
+  for (const [id, lines, horizontal] of [["hprofile", p.row, true], ["vprofile", p.col, false]]) {
+    const cv = $(id), c = cv.getContext("2d"), w = cv.width, h = cv.height;
+    c.fillStyle = "#111";
+    c.fillRect(0, 0, w, h);
+    if (!f || !lines.length) continue;
+    let lo = Infinity, hi = -Infinity;
+    for (const l of lines) for (const v of l) if (Number.isFinite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+    if (!(hi > lo)) { hi = lo + 1; }
+    const bin = horizontal ? f.binX : f.binY;
+    lines.forEach((l, k) => {
+      c.strokeStyle = colours[k];
+      c.beginPath();
+      l.forEach((v, i) => {
+        // Image position of sample i's centre, on the canvas as the image is drawn.
+        const along = horizontal ? toCanvas((i + 0.5) * bin, 0)[0] : toCanvas(0, (i + 0.5) * bin)[1];
+        const across = 4 + ((Number.isFinite(v) ? v : lo) - lo) / (hi - lo) * ((horizontal ? h : w) - 20);
+        const [x, y] = horizontal ? [along, h - across] : [across, along];
+        i ? c.lineTo(x, y) : c.moveTo(x, y);
+      });
+      c.stroke();
+    });
+    c.fillStyle = "#aaa";
+    c.font = "11px monospace";
+    if (horizontal) {
+      c.fillText(`row y ${p.at[1] * f.binY}  ${lo.toPrecision(5)} – ${hi.toPrecision(5)}`, 4, 12);
+    } else {
+      c.fillText(`col x ${p.at[0] * f.binX}`, 4, 12);
+      c.fillText(`${lo.toPrecision(5)} –`, 4, 24);
+      c.fillText(`${hi.toPrecision(5)}`, 4, 36);
+    }
+  }
+}
+
+// Histogram of every value of the frame shown (all three colours of an RGB frame), 256 bins
+// from its minimum to its maximum (integers: bins one value wide when the range is narrower).
+// Non-finite floats are counted apart.
+function updateHistogram(f) {
+  const px = f.pixels;
+  let lo = Infinity, hi = -Infinity, nonFinite = 0;
+  for (let i = 0; i < px.length; i++) {
+    const v = px[i];
+    if (v < lo) lo = v;
+    if (v > hi) hi = v;
+  }
+  const integer = !(px instanceof Float32Array);
+  if (!integer) {
+    lo = Infinity; hi = -Infinity;
+    for (let i = 0; i < px.length; i++) {
+      const v = px[i];
+      if (!Number.isFinite(v)) { nonFinite++; continue; }
+      if (v < lo) lo = v;
+      if (v > hi) hi = v;
+    }
+  }
+  if (!(hi >= lo)) { lo = 0; hi = 0; }
+  const nb = integer ? Math.min(256, hi - lo + 1) : 256;
+  const binWidth = integer ? (hi - lo + 1) / nb : (hi > lo ? (hi - lo) / nb : 1);
+  const counts = new Uint32Array(nb);
+  for (let i = 0; i < px.length; i++) {
+    const v = px[i];
+    if (!integer && !Number.isFinite(v)) continue;
+    const k = Math.floor((v - lo) / binWidth);
+    counts[k < nb ? k : nb - 1]++;
+  }
+  state.hist = { lo, hi, binWidth, counts, total: px.length - nonFinite, nonFinite };
+  drawHistogram();
+}
+
+function drawHistogram() {
+  const cv = $("hist"), c = cv.getContext("2d"), w = cv.width, h = cv.height, hs = state.hist;
+  c.fillStyle = "#111";
+  c.fillRect(0, 0, w, h);
+  if (!hs) return;
+  // x: value from lo to hi + one bin; y: log(1 + count).
+  const span = hs.lo + hs.binWidth * hs.counts.length - hs.lo;
+  const xOf = (v) => 4 + ((v - hs.lo) / span) * (w - 8);
+  let top = 0;
+  for (const n of hs.counts) top = Math.max(top, Math.log1p(n));
+  c.fillStyle = "#6cf";
+  const bw = Math.max(1, (w - 8) / hs.counts.length);
+  hs.counts.forEach((n, k) => {
+    const bh = top > 0 ? (Math.log1p(n) / top) * (h - 22) : 0;
+    c.fillRect(xOf(hs.lo + k * hs.binWidth), h - 4 - bh, bw, bh);
+  });
+  // The window: min and max as vertical lines.
+  c.strokeStyle = "#fd3";
+  c.lineWidth = 1.5;
+  for (const v of state.win) {
+    const x = Math.max(1, Math.min(w - 1, xOf(v)));
+    c.beginPath(); c.moveTo(x, 16); c.lineTo(x, h); c.stroke();
+  }
+  c.fillStyle = "#aaa";
+  c.font = "11px monospace";
+  c.fillText(`histogram ${hs.lo} – ${hs.hi}  (${hs.total} values, log)  window ${state.win.map((v) => +(+v).toPrecision(6)).join(" – ")}`, 4, 12);
+}
+
+// An overlay's colour on the page: its Red/Green/Blue values (data values, Mono: Green) scaled
+// so the largest is full brightness, which keeps the hue whatever the data type.
+function overlayColour(r, g, b) {
+  const m = Math.max(r, g, b);
+  if (!(m > 0)) return "rgb(255,255,255)";
+  return `rgb(${[r, g, b].map((v) => Math.round(255 * Math.max(0, v) / m)).join(",")})`;
+}
+
+function drawShapes(c) {
+  const z = state.view.zoom;
+  for (const o of state.overlays) {
+    c.strokeStyle = c.fillStyle = overlayColour(...o.rgb);
+    const [x, y] = toCanvas(o.x, o.y);
+    const w = o.w * z, h = o.h * z;
+    c.lineWidth = Math.max(1.5, Math.min(o.wx, o.wy) * z);
+    if (o.shape === "Rectangle") {
+      c.strokeRect(x, y, w, h);
+    } else if (o.shape === "Ellipse") {
+      c.beginPath();
+      c.ellipse(x + w / 2, y + h / 2, Math.max(0.5, w / 2), Math.max(0.5, h / 2), 0, 0, 2 * Math.PI);
+      c.stroke();
+    } else if (o.shape === "Cross") {
+      c.beginPath();
+      c.moveTo(x, y + h / 2); c.lineTo(x + w, y + h / 2);
+      c.moveTo(x + w / 2, y); c.lineTo(x + w / 2, y + h);
+      c.stroke();
+    } else if (o.shape === "Text") {
+      const px = (o.font.startsWith("9x15") ? 15 : 13) * z;
+      c.font = `${o.font.includes("Bold") ? "bold " : ""}${px}px monospace`;
+      c.textBaseline = "top";
+      c.fillText(o.text, x, y);
+      c.textBaseline = "alphabetic";
+    }
+  }
+  c.lineWidth = 1.5;
+  c.font = "12px sans-serif";
+  // The profile point: a dashed cross over the whole image.
+  const f = state.frame, p = state.profile;
+  if (f && p.at) {
+    const [cx, cy] = toCanvas(p.x, p.y);
+    c.strokeStyle = p.follow ? "rgba(255,255,255,0.35)" : "rgba(255,210,60,0.8)";
+    c.setLineDash([4, 4]);
+    c.beginPath();
+    c.moveTo(toCanvas(0, 0)[0], cy); c.lineTo(toCanvas(f.fullWidth, 0)[0], cy);
+    c.moveTo(cx, toCanvas(0, 0)[1]); c.lineTo(cx, toCanvas(0, f.fullHeight)[1]);
+    c.stroke();
+    c.setLineDash([]);
+  }
 }
 
 function drawOverlay() {
   const c = overlay.getContext("2d");
   c.clearRect(0, 0, overlay.width, overlay.height);
+  drawShapes(c);
   c.lineWidth = 1.5;
   c.font = "12px sans-serif";
-  for (const r of state.rois) {
+  for (const r of shownRois()) {
     const [x, y] = toCanvas(r.x, r.y);
-    c.strokeStyle = r.dragging ? "#ff0" : "#0f0";
+    c.strokeStyle = r.dragging ? "#ff0" : r.kind === "roistat" ? "#0ff" : "#0f0";
     c.strokeRect(x, y, r.w * state.view.zoom, r.h * state.view.zoom);
     c.fillStyle = c.strokeStyle;
     c.fillText(r.name, x + 3, y + 13);
@@ -159,13 +345,17 @@ function drawOverlay() {
 
 let drag = null;
 
+function shownRois() {
+  return state.rois.filter((r) => r.kind !== "roistat" || (r.used && r.known));
+}
+
 function roiAt(cx, cy) {
   const [ix, iy] = toImage(cx, cy);
   const grip = 8 / state.view.zoom;
-  for (const r of state.rois) {
+  for (const r of shownRois()) {
     if (Math.abs(ix - (r.x + r.w)) < grip && Math.abs(iy - (r.y + r.h)) < grip) return [r, "size"];
   }
-  for (const r of state.rois) {
+  for (const r of shownRois()) {
     if (ix >= r.x && iy >= r.y && ix < r.x + r.w && iy < r.y + r.h) return [r, "move"];
   }
   return [null, null];
@@ -177,10 +367,24 @@ overlay.addEventListener("mousedown", (e) => {
   if (r) r.dragging = true;
 });
 
+// Moves the profile point to full-frame (x, y); `pin` stops it following the cursor.
+function setProfilePoint(x, y, pin) {
+  const p = state.profile;
+  if (pin !== undefined) {
+    p.follow = !pin;
+    $("follow").checked = p.follow;
+  }
+  p.x = x; p.y = y;
+  updateProfile();
+  drawOverlay();
+}
+
 overlay.addEventListener("mousemove", (e) => {
   const [ix, iy] = toImage(e.offsetX, e.offsetY);
   const v = valueAt(ix, iy);
   $("readout").textContent = `x ${Math.floor(ix)} y ${Math.floor(iy)} value ${v === undefined ? "–" : v}`;
+  if (drag) drag.moved = drag.moved || Math.abs(e.offsetX - drag.x) + Math.abs(e.offsetY - drag.y) > 3;
+  if (!drag && state.profile.follow && v !== undefined) setProfilePoint(ix, iy);
   if (!drag) return;
   const dx = (e.offsetX - drag.x) / state.view.zoom, dy = (e.offsetY - drag.y) / state.view.zoom;
   if (drag.roi && drag.mode === "move") {
@@ -196,10 +400,17 @@ overlay.addEventListener("mousemove", (e) => {
   render();
 });
 
-window.addEventListener("mouseup", async () => {
+window.addEventListener("mouseup", async (e) => {
   const d = drag;
   drag = null;
+  if (d && !d.moved && !d.roi && e.target === overlay) {
+    // A click on the image (not a drag): the profiles stay at that point.
+    const [ix, iy] = toImage(e.offsetX, e.offsetY);
+    if (valueAt(ix, iy) !== undefined) setProfilePoint(ix, iy, true);
+    return;
+  }
   if (!d || !d.roi) return;
+  if (!d.moved) { d.roi.dragging = false; drawOverlay(); return; }
   const r = d.roi;
   // The dropped rectangle, taken before the puts: a poll while they run must not overwrite
   // it with the old readbacks (held until the readbacks have caught up).
@@ -234,7 +445,8 @@ $("pause").onclick = () => {
   $("pause").textContent = state.paused ? "Resume" : "Pause";
   drawPending();
 };
-$("fit").onclick = () => { if (state.frame) { fit(state.frame); render(); } };
+$("fit").onclick = () => { if (state.frame) { fit(state.frame); render(); drawProfiles(); } };
+$("follow").onchange = () => { state.profile.follow = $("follow").checked; drawOverlay(); };
 $("cmap").onchange = () => { renderer.setColormap($("cmap").value); render(); };
 $("scale").onchange = render;
 for (const id of ["lo", "hi"]) {
@@ -242,6 +454,7 @@ for (const id of ["lo", "hi"]) {
     $("auto").checked = false;
     state.win = [+$("lo").value, +$("hi").value];
     render();
+    drawHistogram();
   };
 }
 
@@ -260,7 +473,8 @@ $("snap-png").onclick = () => {
 // The frame as shown (binned, in its sent type) as a NumPy .npy file, version 1.0.
 function npyBytes(f) {
   const descr = f.pixels instanceof Uint8Array ? "|u1" : f.pixels instanceof Uint16Array ? "<u2" : "<f4";
-  let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': (${f.height}, ${f.width}), }`;
+  const shape = f.colors === 3 ? `${f.height}, ${f.width}, 3` : `${f.height}, ${f.width}`;
+  let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': (${shape}), }`;
   header += " ".repeat(63 - ((10 + header.length) % 64)) + "\n";
   const out = new Uint8Array(10 + header.length + f.pixels.byteLength);
   out.set([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0, header.length & 255, header.length >> 8]);
@@ -289,7 +503,10 @@ async function setup() {
   ctl.driver = ports.find((p) => p.driver) || null;
   ctl.file = ports.find((p) => FILE_TYPES.includes(p.type)) || null;
   ctl.stats = ports.find((p) => p.type === "stats") || null;
-  state.rois = ports.filter((p) => p.type === "roi").map((p) => ({ name: p.name, prefix: p.prefix, x: 0, y: 0, w: 0, h: 0 }));
+  state.rois = ports.filter((p) => p.type === "roi").map((p) => ({ kind: "roi", name: p.name, prefix: p.prefix, x: 0, y: 0, w: 0, h: 0 }));
+  // ROIStat ROIs: which of 1…32 a port has (MaxROIs) is found by asking for all once.
+  state.roistats = ports.filter((p) => p.type === "roistat").map((p) => ({ name: p.name, prefix: p.prefix, present: null }));
+  state.overlayPorts = ports.filter((p) => p.type === "overlay").map((p) => ({ name: p.name, prefix: p.prefix, used: new Set() }));
   if (ctl.driver) {
     $("det-name").textContent = ctl.driver.name;
     const pv = (n) => `${ctl.driver.prefix}${n}`;
@@ -328,6 +545,15 @@ async function poll(first) {
     for (const n of STATS) names.push(`${s.prefix}${n}_RBV`);
   }
   for (const r of state.rois) for (const n of ["MinX", "MinY", "SizeX", "SizeY"]) names.push(`${r.prefix}${n}_RBV`);
+  for (const rs of state.roistats) {
+    for (const n of rs.present || Array.from({ length: 32 }, (_, i) => i + 1)) names.push(`${rs.prefix}${n}:Use_RBV`, `${rs.prefix}${n}:Name_RBV`);
+  }
+  for (const op of state.overlayPorts) {
+    for (let n = 1; n <= 8; n++) {
+      names.push(`${op.prefix}${n}:Use_RBV`);
+      if (op.used.has(n)) for (const k of OVERLAY_FIELDS) names.push(`${op.prefix}${n}:${k}_RBV`);
+    }
+  }
   let v;
   try {
     v = await getJson(`/api/values?names=${encodeURIComponent(names.join(","))}`);
@@ -354,12 +580,54 @@ async function poll(first) {
       for (const n of STATS) state.plots[n].add(t, v[`${s.prefix}${n}_RBV`]);
     }
   }
+  pollShapes(v);
   const now = performance.now();
   for (const r of state.rois) {
     if (r.dragging || (r.heldUntil && now < r.heldUntil)) continue;
-    [r.x, r.y, r.w, r.h] = ["MinX", "MinY", "SizeX", "SizeY"].map((n) => v[`${r.prefix}${n}_RBV`] ?? 0);
+    const g = ["MinX", "MinY", "SizeX", "SizeY"].map((n) => v[`${r.prefix}${n}_RBV`]);
+    if (g.some((x) => x === undefined)) continue;  // not asked yet (a ROIStat ROI just found)
+    [r.x, r.y, r.w, r.h] = g.map((x) => x ?? 0);
+    r.known = true;
   }
   drawOverlay();
+}
+
+const OVERLAY_FIELDS = ["Shape", "PositionX", "PositionY", "SizeX", "SizeY", "WidthX", "WidthY", "Red", "Green", "Blue", "DisplayText", "Font"];
+
+// ROIStat ROIs and overlays in use, from one poll's values.
+function pollShapes(v) {
+  for (const rs of state.roistats) {
+    if (!rs.present) {
+      rs.present = [];
+      for (let n = 1; n <= 32; n++) {
+        if (v[`${rs.prefix}${n}:Use_RBV`] === null || v[`${rs.prefix}${n}:Use_RBV`] === undefined) continue;
+        rs.present.push(n);
+        state.rois.push({ kind: "roistat", name: `${rs.name}:${n}`, prefix: `${rs.prefix}${n}:`, x: 0, y: 0, w: 0, h: 0, used: false });
+      }
+    }
+    for (const n of rs.present) {
+      const r = state.rois.find((r) => r.prefix === `${rs.prefix}${n}:`);
+      r.used = v[`${rs.prefix}${n}:Use_RBV`] === "Yes";
+      const label = v[`${rs.prefix}${n}:Name_RBV`];
+      r.name = label ? `${rs.name}:${n} ${label}` : `${rs.name}:${n}`;
+    }
+  }
+  const overlays = [];
+  for (const op of state.overlayPorts) {
+    const was = new Set(op.used);
+    op.used.clear();
+    for (let n = 1; n <= 8; n++) {
+      if (v[`${op.prefix}${n}:Use_RBV`] !== "Yes") continue;
+      op.used.add(n);
+      if (!was.has(n)) continue;
+      const g = (k) => v[`${op.prefix}${n}:${k}_RBV`];
+      overlays.push({
+        port: op.name, n, shape: g("Shape"), x: g("PositionX"), y: g("PositionY"), w: g("SizeX"), h: g("SizeY"),
+        wx: g("WidthX"), wy: g("WidthY"), rgb: [g("Red"), g("Green"), g("Blue")], text: g("DisplayText") || "", font: g("Font") || "6x13",
+      });
+    }
+  }
+  state.overlays = overlays;
 }
 
 async function pollPipeline() {
@@ -383,8 +651,8 @@ $("tab-pipeline").onclick = () => tab("pipeline");
 
 // For scripts and tests: the state, and image <-> canvas coordinates.
 window.ndviewer = {
-  state, valueAt, toCanvas, toImage, npyBytes, tab, colormapLut,
-  setWindow(lo, hi) { $("auto").checked = false; state.win = [lo, hi]; render(); },
+  state, valueAt, toCanvas, toImage, npyBytes, tab, colormapLut, setProfilePoint, overlayColour,
+  setWindow(lo, hi) { $("auto").checked = false; state.win = [lo, hi]; $("lo").value = lo; $("hi").value = hi; render(); drawHistogram(); },
   setColormap(name) { $("cmap").value = name; renderer.setColormap(name); render(); },
 };
 

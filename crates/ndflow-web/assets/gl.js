@@ -1,6 +1,8 @@
 // WebGL2 image rendering at full bit depth: the frame is uploaded as it came (R8UI, R16UI or
-// R32F) and window/level, lin/log/sqrt and the colour map are applied in the fragment shader,
-// so changing them never touches the pixels or the server.
+// R32F; RGB frames as RGB8UI, RGB16UI or RGB32F) and window/level, lin/log/sqrt and the colour
+// map (Mono only: an RGB frame is shown in its own colours, each channel through the same
+// window) are applied in the fragment shader, so changing them never touches the pixels or
+// the server.
 "use strict";
 
 // Colour maps as stops (position, RGB) interpolated to 256 entries. grey and hot are exact
@@ -49,7 +51,14 @@ uniform float u_bin;     // full-frame pixels per texel
 uniform float u_height;  // canvas height
 uniform vec2 u_win;      // window: low, high
 uniform int u_scale;     // 0 lin, 1 log, 2 sqrt
+uniform int u_rgb;       // 1: the texture holds R, G, B values
 out vec4 o;
+float level(float v) {
+  float t = (u_win.y > u_win.x) ? clamp((v - u_win.x) / (u_win.y - u_win.x), 0.0, 1.0) : step(u_win.x, v);
+  if (u_scale == 1) t = log(1.0 + 1000.0 * t) / log(1001.0);
+  else if (u_scale == 2) t = sqrt(t);
+  return clamp(floor(t * 255.0 + 0.5), 0.0, 255.0);
+}
 void main() {
   vec2 c = vec2(gl_FragCoord.x, u_height - gl_FragCoord.y);
   vec2 p = floor((c - u_off) / u_zoom / u_bin);
@@ -58,11 +67,13 @@ void main() {
     o = vec4(0.08, 0.08, 0.09, 1.0);
     return;
   }
+  if (u_rgb == 1) {
+    vec3 c = vec3(texelFetch(u_img, ivec2(p), 0).rgb);
+    o = vec4(level(c.r) / 255.0, level(c.g) / 255.0, level(c.b) / 255.0, 1.0);
+    return;
+  }
   float v = float(texelFetch(u_img, ivec2(p), 0).r);
-  float t = (u_win.y > u_win.x) ? clamp((v - u_win.x) / (u_win.y - u_win.x), 0.0, 1.0) : step(u_win.x, v);
-  if (u_scale == 1) t = log(1.0 + 1000.0 * t) / log(1001.0);
-  else if (u_scale == 2) t = sqrt(t);
-  int i = int(clamp(floor(t * 255.0 + 0.5), 0.0, 255.0));
+  int i = int(level(v));
   o = vec4(texelFetch(u_lut, ivec2(i, 0), 0).rgb, 1.0);
 }`;
 }
@@ -117,21 +128,24 @@ class Renderer {
     gl.texParameteri(gl.TEXTURE_2D, gl.TEXTURE_WRAP_T, gl.CLAMP_TO_EDGE);
   }
 
-  // Uploads a frame's pixels (typed array of width*height) as its own texture format.
-  upload(pixels, width, height) {
+  // Uploads a frame's pixels (typed array of width*height*colors; colors 1 or 3, RGB
+  // interleaved) as its own texture format.
+  upload(pixels, width, height, colors = 1) {
     const gl = this.gl;
+    const rgb = colors === 3;
     gl.pixelStorei(gl.UNPACK_ALIGNMENT, 1);
     gl.bindTexture(gl.TEXTURE_2D, this.image);
     if (pixels instanceof Uint8Array) {
-      gl.texImage2D(gl.TEXTURE_2D, 0, gl.R8UI, width, height, 0, gl.RED_INTEGER, gl.UNSIGNED_BYTE, pixels);
+      gl.texImage2D(gl.TEXTURE_2D, 0, rgb ? gl.RGB8UI : gl.R8UI, width, height, 0, rgb ? gl.RGB_INTEGER : gl.RED_INTEGER, gl.UNSIGNED_BYTE, pixels);
       this.kind = "uint";
     } else if (pixels instanceof Uint16Array) {
-      gl.texImage2D(gl.TEXTURE_2D, 0, gl.R16UI, width, height, 0, gl.RED_INTEGER, gl.UNSIGNED_SHORT, pixels);
+      gl.texImage2D(gl.TEXTURE_2D, 0, rgb ? gl.RGB16UI : gl.R16UI, width, height, 0, rgb ? gl.RGB_INTEGER : gl.RED_INTEGER, gl.UNSIGNED_SHORT, pixels);
       this.kind = "uint";
     } else {
-      gl.texImage2D(gl.TEXTURE_2D, 0, gl.R32F, width, height, 0, gl.RED, gl.FLOAT, pixels);
+      gl.texImage2D(gl.TEXTURE_2D, 0, rgb ? gl.RGB32F : gl.R32F, width, height, 0, rgb ? gl.RGB : gl.RED, gl.FLOAT, pixels);
       this.kind = "float";
     }
+    this.rgb = rgb;
     this.nearest();
   }
 
@@ -156,6 +170,7 @@ class Renderer {
     gl.uniform1f(gl.getUniformLocation(p, "u_height"), this.canvas.height);
     gl.uniform2f(gl.getUniformLocation(p, "u_win"), win[0], win[1]);
     gl.uniform1i(gl.getUniformLocation(p, "u_scale"), scale);
+    gl.uniform1i(gl.getUniformLocation(p, "u_rgb"), this.rgb ? 1 : 0);
     gl.drawArrays(gl.TRIANGLE_STRIP, 0, 4);
   }
 }
@@ -165,15 +180,21 @@ function parseFrame(buf) {
   if (buf.byteLength < 48) return null;
   const d = new DataView(buf);
   if (String.fromCharCode(d.getUint8(0), d.getUint8(1), d.getUint8(2), d.getUint8(3)) !== "NDFW") return null;
-  if (d.getUint16(4, true) !== 1) return null;
+  const version = d.getUint16(4, true);
+  if (version !== 1 && version !== 2) return null;
   const at = d.getUint16(6, true);
   const h = {
     uid: d.getInt32(8, true), ndims: d.getUint8(12), dtype: d.getUint8(13), codec: d.getUint8(14),
     ts: d.getFloat64(16, true), width: d.getUint32(24, true), height: d.getUint32(28, true),
     fullWidth: d.getUint32(32, true), fullHeight: d.getUint32(36, true),
     binX: d.getUint16(40, true), binY: d.getUint16(42, true), skipped: d.getUint32(44, true),
+    // Version 2: byte 15 is the colour mode (0 Mono, 2 RGB1: three values a pixel).
+    colorMode: version >= 2 ? d.getUint8(15) : 0,
   };
-  const n = h.width * h.height;
+  if (h.colorMode !== 0 && h.colorMode !== 2) return null;
+  h.colors = h.colorMode === 2 ? 3 : 1;
+  const n = h.width * h.height * h.colors;
+  if (buf.byteLength < at + n * (h.dtype === 1 ? 1 : h.dtype === 3 ? 2 : 4)) return null;
   // NDDataType: 1 UInt8, 3 UInt16, 8 Float32 are what the server sends.
   if (h.dtype === 1) h.pixels = new Uint8Array(buf, at, n);
   else if (h.dtype === 3) h.pixels = new Uint16Array(buf, at, n);
