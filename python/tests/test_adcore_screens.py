@@ -19,8 +19,15 @@ A. (runs everywhere; no ADCore files needed) For each screen of
 B. (only with NDFLOW_ADCORE_ADL=DIR, a directory of ADCore's .adl files: CI has no copy) The
    real screens, converted by the `adl2pydm` command, with the two fixes its output needs in
    PyDM 1.29 (fix_adl2pydm_ui), loaded as PyDM loads them with the macros: every channel of
-   every widget connects (but SCREEN_GAPS), Start makes the counter rise, the ROI sliders span
-   the input.
+   every widget connects (but SCREEN_GAPS; embedded displays and rules included), Start makes
+   the counter rise, the same sliders span the input.
+
+The Stats screen's time-series controls ($(R)TS:) are an NDPluginTimeSeries port at
+`Stats1:TS:` fed by the Stats port, as ADCore's commonPlugins.cmd configures it. PyDM 1.29's
+pyepics plugin can leave a channel that connected during its setup marked disconnected (a
+race in Connection.add_listener); pydm_screens.py reports such channels (`pydm_resynced`) and
+gives them the update a reconnection would, and the test asserts the CA channel and PyDM's
+state both.
 
 Loopback only: the IOC gets netenv.py's loopback variables and free ports (pva_util.NdflowIoc);
 the PyDM process gets the same variables and the IOC's CA port, and Xvfb listens on no TCP port.
