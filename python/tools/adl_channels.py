@@ -207,6 +207,19 @@ def macros_of(widgets):
     return sorted(out)
 
 
+def dumps(doc):
+    """JSON with one widget (or related display) a line: readable diffs, a small file."""
+    def enc(v, ind):
+        pad = " " * ind
+        if isinstance(v, dict) and v and any(isinstance(x, (dict, list)) for x in v.values()):
+            items = [f'{pad} {json.dumps(k)}: {enc(x, ind + 1)}' for k, x in v.items()]
+            return "{\n" + ",\n".join(items) + "\n" + pad + "}"
+        if isinstance(v, list) and v and isinstance(v[0], dict):
+            return "[\n" + ",\n".join(f"{pad} {json.dumps(x)}" for x in v) + "\n" + pad + "]"
+        return json.dumps(v)
+    return enc(doc, 0)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("adl_dir", help="ADCore's ADApp/op/adl directory")
@@ -233,7 +246,7 @@ def main(argv=None):
         "screens": screens,
     }
     out = pathlib.Path(a.out)
-    out.write_text(json.dumps(doc, indent=1) + "\n")
+    out.write_text(dumps(doc) + "\n")
     for name, f in screens.items():
         chans = {w["channel"] for w in f["widgets"]}
         print(f"{name}: {len(f['widgets'])} widget channels ({len(chans)} distinct), "
