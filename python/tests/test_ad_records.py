@@ -274,19 +274,11 @@ print("RESULT " + json.dumps(out))
 # read-only result is an ai/longin). Keep this short and honest: it only shrinks.
 MBB2 = "a two-entry menu served as bo/bi where the template has an mbbo/mbbi"
 RESULT = "a result the template makes an output (so its Reset sseq can zero it), served as an input"
-RTYP_GAPS = {name: MBB2 for name in """
-    TriggerMode SortMode FileFormat ScatterMethod XSineOperation YSineOperation FWHDF5Format
-    StreamVersion ROIMode Mode ExtGateMode CompressionAlgo ARConvertPixelFormat
-    ARPacketResendEnable ExposureAuto ExposureMode GainAuto PixelFormat TriggerOverlap
-    TriggerSource TSAcquireMode""".split()}
-RTYP_GAPS.update({n + "_RBV": MBB2 for n in list(RTYP_GAPS) if n != "ARPacketResendEnable"})
-RTYP_GAPS["ShutterStatusEPICS_RBV"] = MBB2
+RTYP_GAPS = {"ARPacketResendEnable": "an mbbo in the template whose readback is a bi"}
 RTYP_GAPS.update({name: RESULT for name in """
     MinValue MaxValue MeanValue SigmaValue Total Net MinX MinY MaxX MaxY CentroidTotal CentroidX
     CentroidY SigmaX SigmaY SigmaXY SkewX SkewY KurtosisX KurtosisY Eccentricity Orientation
     HistAbove HistBelow HistEntropy""".split()})
-RTYP_GAPS["AcquireBusy"] = "a busy record served as a read-only bi (written only by the port)"
-RTYP_GAPS["AutoOffsetScale"] = "a busy record served as a bo (it completes at once)"
 RTYP_GAPS["PoolMaxMem"] = "writable in ndflow (the pool's cap), an ai in the template"
 
 

@@ -204,3 +204,43 @@ def test_fields_over_pvaccess(ndflow_bin, tmp_path):
         assert "cam1:AcquirePeriod.PROC 0 -> 1" in puts.read_text()
     finally:
         ioc.close()
+
+
+def test_asyn_record_fields(ndflow_bin, tmp_path):
+    """`AsynIO` (each port's asyn record) answers the fields the screens show (`.CNCT`:
+    connected) and the asyn record's own screen writes (enable, trace bits), over both
+    protocols; other records have no asyn fields."""
+    ioc = NdflowIoc(ndflow_bin, tmp_path, CONFIG)
+    try:
+        ioc.wait_for(P + "cam1:ArrayCounter_RBV", lambda v: v == 0)
+        got = run_pyepics(ioc, """
+            g = lambda n, **k: epics.caget(P + n, timeout=5, **k)
+            put = lambda n, v: epics.caput(P + n, v, wait=True, timeout=5)
+            out["cnct"] = [g("cam1:AsynIO.CNCT", as_string=True), g("ROI1:AsynIO.CNCT")]
+            out["enbl"] = g("Stats1:AsynIO.ENBL", as_string=True)
+            out["rtyp"] = g("ROI1:AsynIO.RTYP")
+            put("ROI1:AsynIO.TB1", 1)
+            out["tmsk"] = g("ROI1:AsynIO.TMSK")
+            put("ROI1:AsynIO.TMSK", 0x11)
+            out["bits"] = [g("ROI1:AsynIO.TB0"), g("ROI1:AsynIO.TB1"), g("ROI1:AsynIO.TB4")]
+            put("ROI1:AsynIO.ENBL", "Disable")
+            out["enbl2"] = g("ROI1:AsynIO.ENBL", as_string=True)
+            out["other"] = g("cam1:AsynIO.ENBL", as_string=True)
+            # Not an asyn record: no CNCT field.
+            out["none"] = epics.PV(P + "ROI1:MinX.CNCT").wait_for_connection(timeout=1.5)
+            """, P)
+        assert got["cnct"] == ["Connect", 1], got
+        assert got["enbl"] == "Enable" and got["rtyp"] == "asyn", got
+        assert got["tmsk"] == 3, got  # asynTRACE_ERROR by default, plus bit 1
+        assert got["bits"] == [1, 0, 1], got
+        assert got["enbl2"] == "Disable" and got["other"] == "Enable", got
+        assert got["none"] is False, got
+
+        ctx = ioc.ctx
+        assert enum_index(ctx.get(P + "ROI1:AsynIO.ENBL")) == 0, "CA's write shows over pva"
+        assert ctx.get(P + "cam1:AsynIO.CNCT").raw.value.choices == [
+            "Disconnect", "Connect"]
+        ctx.put(P + "cam1:AsynIO.TSIZ", 200, wait=True)
+        assert ctx.get(P + "cam1:AsynIO.TSIZ") == 200
+    finally:
+        ioc.close()

@@ -34,19 +34,19 @@ ndflow_core::params! {
             .doc("AcquisitionFrameRate (Hz); AcquirePeriod follows as 1/rate"),
         frame_rate_enable: yes_no("FrameRateEnable", 0)
             .doc("AcquisitionFrameRateEnable, where the camera has it"),
-        trigger_source: enumeration("TriggerSource", NA, 0)
+        trigger_source: enumeration("TriggerSource", NA, 0).mbb()
             .doc("TriggerSource (menu filled from the camera at construction, else N.A.)"),
-        trigger_overlap: enumeration("TriggerOverlap", NA, 0)
+        trigger_overlap: enumeration("TriggerOverlap", NA, 0).mbb()
             .doc("TriggerOverlap (menu filled from the camera at construction, else N.A.)"),
         trigger_software: enumeration("TriggerSoftware", &["Done", "Trigger"], 0)
             .doc("Write Trigger to execute the camera's TriggerSoftware command"),
-        exposure_mode: enumeration("ExposureMode", NA, 0)
+        exposure_mode: enumeration("ExposureMode", NA, 0).mbb()
             .doc("ExposureMode (menu filled from the camera at construction, else N.A.)"),
-        exposure_auto: enumeration("ExposureAuto", NA, 0)
+        exposure_auto: enumeration("ExposureAuto", NA, 0).mbb()
             .doc("ExposureAuto (menu filled from the camera at construction, else N.A.)"),
-        gain_auto: enumeration("GainAuto", NA, 0)
+        gain_auto: enumeration("GainAuto", NA, 0).mbb()
             .doc("GainAuto (menu filled from the camera at construction, else N.A.)"),
-        pixel_format: enumeration("PixelFormat", NA, 0)
+        pixel_format: enumeration("PixelFormat", NA, 0).mbb()
             .doc("PixelFormat (menu filled from the camera at construction, else N.A.)"),
     }
 }
@@ -91,7 +91,7 @@ ndflow_core::params! {
             .doc("Write 1 to execute DeviceReset (the camera reconnects)"),
         connect_camera: int32("ARConnectCamera", 0)
             .doc("1 while connected; write 1 to reconnect now, 0 to disconnect and stop retrying"),
-        convert_pixel_format: enumeration("ARConvertPixelFormat", &["Mono16Low", "Mono16High"], 0)
+        convert_pixel_format: enumeration("ARConvertPixelFormat", &["Mono16Low", "Mono16High"], 0).mbb()
             .doc("Packed-format conversion (accepted; packed formats are not supported yet)"),
         shift_dir: enumeration("ARShiftDir", &["None", "Left", "Right"], 0)
             .doc("Shift 16-bit pixels left or right by ARShiftBits"),

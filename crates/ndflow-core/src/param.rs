@@ -71,6 +71,9 @@ pub enum RecordHint {
     LongString,
     /// A busy record: a non-zero write completes when the value returns to 0.
     Busy,
+    /// An mbbo/mbbi record whatever the number of choices (areaDetector declares menus that
+    /// may grow as mbb records even with two entries; bo/bi is the default for two).
+    Mbb,
     /// A bo record whose put completes as a busy record's does (ADBase's Acquire: a put
     /// callback returns when the acquisition has ended).
     BoCompletes,
@@ -330,6 +333,11 @@ impl ParamDef {
     /// Served as a char waveform (a string that may exceed 40 characters).
     pub const fn long_string(mut self) -> ParamDef {
         self.record = RecordHint::LongString;
+        self
+    }
+    /// Served as mbbo/mbbi even with two choices ([`RecordHint::Mbb`]).
+    pub const fn mbb(mut self) -> ParamDef {
+        self.record = RecordHint::Mbb;
         self
     }
     /// A busy record: a put of a non-zero value completes when the value is back to 0.

@@ -27,7 +27,7 @@ ndflow_core::params! {
     /// eigerBase.template: every EIGER, EIGER2 and PILATUS4.
     pub const EIGER_BASE_PARAMS, pub struct EigerBaseParams {
         // NDFile.template's own FileFormat record (the file plugins declare theirs).
-        file_format: enumeration("FileFormat", &["Undefined", "Invalid"], 0)
+        file_format: enumeration("FileFormat", &["Undefined", "Invalid"], 0).mbb()
             .readback_choices(&["netCDF", "Undefined"])
             .doc("File format of FileWriter downloads (not done by ndflow)"),
         description: string("Description", "").read_only().doc("Detector model and serial"),
@@ -52,7 +52,7 @@ ndflow_core::params! {
         humid0: float64("Humid0", 0.0).read_only().doc("Detector humidity (%)"),
         photon_energy: float64("PhotonEnergy", 8041.0).doc("X-ray energy (eV); sets the threshold to half of it"),
         threshold_energy: float64("ThresholdEnergy", 4020.5).doc("Threshold energy (eV)"),
-        trigger_mode: enumeration("TriggerMode", TRIGGER_MODES, 0)
+        trigger_mode: enumeration("TriggerMode", TRIGGER_MODES, 0).mbb()
             .overrides()
             .doc("ints, inte, exts, exte, or Continuous (internal series re-armed until Stop)"),
         num_triggers: int32("NumTriggers", 1).min(1.0).doc("Triggers per series (ntrigger)"),
@@ -60,8 +60,8 @@ ndflow_core::params! {
             .doc("Internal modes: wait for writes to Trigger instead of triggering at once"),
         trigger: float64("Trigger", 0.0)
             .doc("Write to send one software trigger (ManualTrigger; inte exposes for AcquireTime)"),
-        roi_mode: enumeration("ROIMode", &["Disable", "4M"], 0).doc("Read out a 4M region of a larger detector"),
-        compression_algo: enumeration("CompressionAlgo", &["LZ4", "BS LZ4"], 1)
+        roi_mode: enumeration("ROIMode", &["Disable", "4M"], 0).mbb().doc("Read out a 4M region of a larger detector"),
+        compression_algo: enumeration("CompressionAlgo", &["LZ4", "BS LZ4"], 1).mbb()
             .doc("Compression the detector applies to the stream"),
         data_source: enumeration("DataSource", &["None", "FileWriter", "Stream"], 2)
             .doc("Where frames come from: Stream (ZeroMQ), FileWriter (not read by ndflow) or None"),
@@ -164,21 +164,21 @@ ndflow_core::params! {
         threshold2_enable: enable("Threshold2Enable", 0).doc("Threshold 2"),
         threshold_diff_enable: enable("ThresholdDiffEnable", 0).doc("Difference channel (threshold 1 − 2)"),
         trigger_start_delay: float64("TriggerStartDelay", 0.0).doc("Delay from trigger to exposure (s)"),
-        trigger_mode: enumeration("TriggerMode", TRIGGER_MODES_2, 0)
+        trigger_mode: enumeration("TriggerMode", TRIGGER_MODES_2, 0).mbb()
             .overrides()
             .doc("ints, inte, exts, exte, Continuous, or extg (external gate)"),
-        ext_gate_mode: enumeration("ExtGateMode", &["HDR", "Pump & Probe"], 1).doc("External gate mode"),
-        compression_algo: enumeration("CompressionAlgo", &["LZ4", "BS LZ4", "None"], 1)
+        ext_gate_mode: enumeration("ExtGateMode", &["HDR", "Pump & Probe"], 1).mbb().doc("External gate mode"),
+        compression_algo: enumeration("CompressionAlgo", &["LZ4", "BS LZ4", "None"], 1).mbb()
             .overrides()
             .doc("Compression the detector applies to the stream"),
-        stream_version: enumeration("StreamVersion", &["Stream", "Stream2"], 1)
+        stream_version: enumeration("StreamVersion", &["Stream", "Stream2"], 1).mbb()
             .doc("Stream v1 (ZeroMQ multipart JSON, StreamPort) or v2 (CBOR, Stream2Port)"),
         stream_hdr_detail: enumeration("StreamHdrDetail", &["None", "Basic", "All"], 1)
             .overrides()
             .doc("Series header detail: All adds flatfield, pixel mask and countrate table"),
         stream_as_ts_source: yes_no("StreamAsTSSource", 0)
             .doc("Time-stamp frames with the detector's clock (series_date + start_time)"),
-        fw_hdf5_format: enumeration("FWHDF5Format", &["Legacy", "v2024.2"], 0).doc("FileWriter HDF5 format"),
+        fw_hdf5_format: enumeration("FWHDF5Format", &["Legacy", "v2024.2"], 0).mbb().doc("FileWriter HDF5 format"),
     }
 }
 

@@ -21,7 +21,7 @@ ndflow_core::params! {
     /// NDFileJPEG's own parameters.
     pub const JPEG_OWN_PARAMS, pub struct JpegParams {
         jpeg_quality: int32("JPEGQuality", 50).range(0.0, 100.0).doc("JPEG quality, 0-100"),
-        file_format: enumeration("FileFormat", &["JPEG", "Invalid"], 0).readback_choices(&["JPEG", "Undefined"]).doc("File format (JPEG only)"),
+        file_format: enumeration("FileFormat", &["JPEG", "Invalid"], 0).mbb().readback_choices(&["JPEG", "Undefined"]).doc("File format (JPEG only)"),
     }
 }
 

@@ -50,7 +50,7 @@ pub const BIT_DEPTHS: &[&str] = &["1", "8", "16", "32"];
 ndflow_core::params! {
     /// NDFileMagick's own records.
     pub const MAGICK_OWN_PARAMS, pub struct MagickParams {
-        file_format: enumeration("FileFormat", &["Use extension"], 0).doc("File format: from the file name's extension"),
+        file_format: enumeration("FileFormat", &["Use extension"], 0).mbb().doc("File format: from the file name's extension"),
         quality: int32("Quality", 100).range(0.0, 100.0).doc("JPEG quality; PNG: tens = zlib level, units = row filter"),
         bit_depth: enumeration("BitDepth", BIT_DEPTHS, 1).doc("Bits per sample in the file (8 or 16)"),
         compress_type: enumeration("CompressType", COMPRESS_TYPES, 0).doc("TIFF compression: None, LZW, RLE (PackBits), Zip"),

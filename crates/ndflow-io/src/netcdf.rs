@@ -38,7 +38,7 @@ use ffi::{NcFile, NcType, NC_GLOBAL, NC_UNLIMITED};
 ndflow_core::params! {
     /// NDFileNetCDF's own records.
     pub const NETCDF_OWN_PARAMS, pub struct NetcdfParams {
-        file_format: enumeration("FileFormat", &["netCDF", "Invalid"], 0).readback_choices(&["netCDF", "Undefined"]).doc("File format (netCDF only)"),
+        file_format: enumeration("FileFormat", &["netCDF", "Invalid"], 0).mbb().readback_choices(&["netCDF", "Undefined"]).doc("File format (netCDF only)"),
     }
 }
 

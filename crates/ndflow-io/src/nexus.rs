@@ -35,7 +35,7 @@ use template::{Attr, Constant, DatasetKind, Group, Item, OutType, Template, Valu
 ndflow_core::params! {
     /// NDFileNexus's own records.
     pub const NEXUS_OWN_PARAMS, pub struct NexusParams {
-        file_format: enumeration("FileFormat", &["NeXus", "Invalid"], 0).readback_choices(&["NeXus", "Undefined"]).doc("File format (NeXus only)"),
+        file_format: enumeration("FileFormat", &["NeXus", "Invalid"], 0).mbb().readback_choices(&["NeXus", "Undefined"]).doc("File format (NeXus only)"),
         template_file_path: string("TemplateFilePath", "").long_string().doc("Directory of the NeXus template file"),
         template_file_name: string("TemplateFileName", "").long_string().doc("NeXus template file name, or the template XML itself (starts with <)"),
         file_template_valid: enumeration("FileTemplateValid", &["No", "Yes"], 0).read_only_plain().doc("The NeXus template was read and is valid"),

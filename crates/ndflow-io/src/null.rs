@@ -27,7 +27,7 @@ ndflow_core::params! {
     /// NDFileNull's own records: only NDFile.template's FileFormat menu (NDFileNull has no
     /// template of its own).
     pub const NULL_OWN_PARAMS, pub struct NullParams {
-        file_format: enumeration("FileFormat", &["Undefined", "Invalid"], 0).readback_choices(&["netCDF", "Undefined"]).doc("File format (none: nothing is written)"),
+        file_format: enumeration("FileFormat", &["Undefined", "Invalid"], 0).mbb().readback_choices(&["netCDF", "Undefined"]).doc("File format (none: nothing is written)"),
     }
 }
 

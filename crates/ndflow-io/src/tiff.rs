@@ -41,7 +41,7 @@ pub use tags::{
 ndflow_core::params! {
     /// NDFileTIFF's own parameters: only the FileFormat menu.
     pub const TIFF_OWN_PARAMS, pub struct TiffParams {
-        file_format: enumeration("FileFormat", &["TIFF", "Invalid"], 0).readback_choices(&["TIFF", "Undefined"]).doc("File format (TIFF only)"),
+        file_format: enumeration("FileFormat", &["TIFF", "Invalid"], 0).mbb().readback_choices(&["TIFF", "Undefined"]).doc("File format (TIFF only)"),
     }
 }
 

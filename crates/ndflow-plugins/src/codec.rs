@@ -32,7 +32,7 @@ pub const COMPRESSORS: &[&str] = &["None", "JPEG", "Zlib", "Blosc", "LZ4", "LZ4H
 
 ndflow_core::params! {
     pub const CODEC_PARAMS, pub struct CodecParams {
-        mode: enumeration("Mode", &["Compress", "Decompress"], 0)
+        mode: enumeration("Mode", &["Compress", "Decompress"], 0).mbb()
             .doc("Compress with Compressor, or decompress whatever codec the frame has"),
         compressor: enumeration("Compressor", COMPRESSORS, 0).doc("Codec used in Compress mode"),
         comp_factor: float64("CompFactor", 1.0)

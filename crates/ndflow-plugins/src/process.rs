@@ -75,7 +75,7 @@ ndflow_core::params! {
         enable_offset_scale: enable("EnableOffsetScale", 0)
             .alarm_states(&[NO, MINOR])
             .doc("Apply (x + Offset) * Scale"),
-        auto_offset_scale: enumeration("AutoOffsetScale", &["Done", "Calculating"], 0).doc("Write 1: set Offset/Scale/clipping from the next frame's min/max to span the output type"),
+        auto_offset_scale: enumeration("AutoOffsetScale", &["Done", "Calculating"], 0).busy().doc("Write 1: set Offset/Scale/clipping from the next frame's min/max to span the output type"),
         offset: float64("Offset", 0.0).doc("Offset added before scaling"),
         scale: float64("Scale", 1.0).doc("Scale factor"),
         enable_low_clip: enable("EnableLowClip", 0)
@@ -358,6 +358,8 @@ impl ProcessPlugin {
             p.enable_offset_scale.value(true),
             p.enable_low_clip.value(true),
             p.enable_high_clip.value(true),
+            // Done: a busy put completes, and the next frame does not compute again.
+            p.auto_offset_scale.value(0),
         ]);
         Ok(())
     }

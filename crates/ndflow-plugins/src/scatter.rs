@@ -23,7 +23,7 @@ ndflow_core::params! {
     /// NDScatter.template: the distribution method (areaDetector has only round robin).
     /// Nothing reads it: the one method is the runtime's [`Routing::RoundRobin`].
     pub const SCATTER_PARAMS, pub struct ScatterParams {
-        scatter_method: enumeration("ScatterMethod", &["Round robin"], 0)
+        scatter_method: enumeration("ScatterMethod", &["Round robin"], 0).mbb()
             .doc("How frames are distributed: each to the next downstream port with room"),
     }
 }

@@ -74,7 +74,7 @@ ndflow_core::params! {
             .doc("Requested seconds per point; readback: TSTimePerPoint * TSNumAverage"),
         ts_num_average: int32("TSNumAverage", 1).read_only_plain().doc("Inputs averaged per point"),
         ts_elapsed_time: float64("TSElapsedTime", 0.0).read_only_plain().doc("Seconds since Acquire"),
-        ts_acquire_mode: enumeration("TSAcquireMode", TS_MODE_CHOICES, 0)
+        ts_acquire_mode: enumeration("TSAcquireMode", TS_MODE_CHOICES, 0).mbb()
             .doc("Fixed length (stop when full) or Circ. buffer (keep the latest; a write erases)"),
         ts_timestamp: array("TSTimestamp", DataType::Float64).doc("Time stamp of each point"),
         ts_time_axis: array("TSTimeAxis", DataType::Float64).doc("Time of each point (seconds)"),

@@ -392,7 +392,7 @@ ndflow_core::params! {
         num_threads: int32("NumThreads", 1)
             .range(1.0, 64.0)
             .doc("Worker threads used (1..MaxThreads)"),
-        sort_mode: enumeration("SortMode", &["Unsorted", "Sorted"], 0)
+        sort_mode: enumeration("SortMode", &["Unsorted", "Sorted"], 0).mbb()
             .doc("Re-order output by uniqueId"),
         sort_time: float64("SortTime", 0.1)
             .min(0.0)
@@ -512,7 +512,7 @@ ndflow_core::params! {
         gain: float64("Gain", 1.0).doc("Detector gain"),
         image_mode: enumeration("ImageMode", &["Single", "Multiple", "Continuous"], 2)
             .doc("Frames per Acquire: 1, NumImages, or until stopped"),
-        trigger_mode: enumeration("TriggerMode", &["Internal", "External"], 0).doc("Trigger source"),
+        trigger_mode: enumeration("TriggerMode", &["Internal", "External"], 0).mbb().doc("Trigger source"),
         frame_type: enumeration(
             "FrameType",
             &["Normal", "Background", "FlatField", "DblCorrelation"],
@@ -576,7 +576,7 @@ ndflow_core::params! {
             .alarm_states(&[NO, MINOR])
             .read_only_plain()
             .doc("Output to an EPICS shutter PV (ShutterMode = EPICS PV)"),
-        shutter_status_epics: enumeration("ShutterStatusEPICS", &["Closed", "Open"], 0)
+        shutter_status_epics: enumeration("ShutterStatusEPICS", &["Closed", "Open"], 0).mbb()
             .alarm_states(&[NO, MINOR])
             .read_only()
             .doc("Status read back from an EPICS shutter PV"),

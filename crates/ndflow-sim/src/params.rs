@@ -49,9 +49,9 @@ ndflow_core::params! {
         peak_step_x: int32("PeakStepX", 1).doc("Distance between peaks in X (pixels)"),
         peak_step_y: int32("PeakStepY", 1).doc("Distance between peaks in Y (pixels)"),
         peak_variation: float64("PeakVariation", 0.0).doc("Random per-peak height variation per frame (%)"),
-        x_sine_operation: enumeration("XSineOperation", SINE_OPERATION_CHOICES, 0)
+        x_sine_operation: enumeration("XSineOperation", SINE_OPERATION_CHOICES, 0).mbb()
             .doc("How XSine1 and XSine2 combine"),
-        y_sine_operation: enumeration("YSineOperation", SINE_OPERATION_CHOICES, 0)
+        y_sine_operation: enumeration("YSineOperation", SINE_OPERATION_CHOICES, 0).mbb()
             .doc("How YSine1 and YSine2 combine"),
         x_sine1_amplitude: float64("XSine1Amplitude", 1.0).doc("Amplitude of X sine 1"),
         x_sine1_frequency: float64("XSine1Frequency", 1.0)

@@ -16,7 +16,7 @@ use crate::record_fields::{FieldKind, RecordField};
 /// The field channels made so far, by full name.
 #[derive(Default)]
 pub struct CaFieldPvs {
-    made: Mutex<HashMap<String, CaPv>>,
+    made: Arc<Mutex<HashMap<String, CaPv>>>,
 }
 
 impl CaFieldPvs {
@@ -25,6 +25,9 @@ impl CaFieldPvs {
         let (rec, field) = name.rsplit_once('.')?;
         let f = RecordField::parse(field)?;
         let entry = dir.find(rec)?;
+        if !f.serves(dir.entry(entry)?.record) {
+            return None;
+        }
         let mut made = self.made.lock();
         if let Some(pv) = made.get(name) {
             // Written meanwhile over pvAccess: show the value now.
@@ -34,16 +37,19 @@ impl CaFieldPvs {
             }
             return Some(pv.clone());
         }
-        let pv = make(dir, entry, f);
+        let pv = make(dir, entry, f, rec, Arc::downgrade(&self.made));
         made.insert(name.to_string(), pv.clone());
         Some(pv)
     }
 }
 
-fn make(dir: &Arc<PvDirectory>, entry: usize, f: RecordField) -> CaPv {
+type Made = Weak<Mutex<HashMap<String, CaPv>>>;
+
+fn make(dir: &Arc<PvDirectory>, entry: usize, f: RecordField, rec: &str, made: Made) -> CaPv {
     let (native, value) = match f.kind() {
         FieldKind::UChar => (NativeType::Char, CaValue::Char(vec![0])),
         FieldKind::Short => (NativeType::Short, CaValue::Short(vec![0])),
+        FieldKind::Long => (NativeType::Long, CaValue::Long(vec![0])),
         FieldKind::Menu(_) => (NativeType::Enum, CaValue::Enum(0)),
     };
     let mut meta = PvMeta::scalar(native);
@@ -61,6 +67,7 @@ fn make(dir: &Arc<PvDirectory>, entry: usize, f: RecordField) -> CaPv {
         return pv;
     }
     let weak: Weak<PvDirectory> = Arc::downgrade(dir);
+    let prefix = format!("{rec}.");
     pv.with_put_handler(move |pv, value, completion| {
         let Some(dir) = weak.upgrade() else {
             return completion.fail("the IOC is shutting down".into());
@@ -76,6 +83,7 @@ fn make(dir: &Arc<PvDirectory>, entry: usize, f: RecordField) -> CaPv {
         });
         let wait = completion.is_notify();
         let (pv, dir2) = (pv.clone(), Arc::downgrade(&dir));
+        let (made, prefix) = (made.clone(), prefix.clone());
         dir.put_field(
             entry,
             f,
@@ -85,6 +93,15 @@ fn make(dir: &Arc<PvDirectory>, entry: usize, f: RecordField) -> CaPv {
             Box::new(move |r| {
                 if let Some(d) = dir2.upgrade() {
                     post(&pv, f, d.field(entry, f));
+                    // An asyn trace bit and its mask are views of one value.
+                    if let (RecordField::Asyn(_), Some(made)) = (f, made.upgrade()) {
+                        for (name, other) in made.lock().iter() {
+                            let g = name.strip_prefix(&prefix).and_then(RecordField::parse);
+                            if let Some(g @ RecordField::Asyn(_)) = g {
+                                post(other, g, d.field(entry, g));
+                            }
+                        }
+                    }
                 }
                 match r {
                     Ok(()) => completion.done(),
@@ -99,6 +116,7 @@ fn post(pv: &CaPv, f: RecordField, v: i64) {
     pv.post(match f.kind() {
         FieldKind::UChar => CaValue::Char(vec![v.clamp(0, 255) as u8]),
         FieldKind::Short => CaValue::Short(vec![v.clamp(i16::MIN as i64, i16::MAX as i64) as i16]),
+        FieldKind::Long => CaValue::Long(vec![v.clamp(i32::MIN as i64, i32::MAX as i64) as i32]),
         FieldKind::Menu(_) => CaValue::Enum(v.clamp(0, u16::MAX as i64) as u16),
     });
 }
@@ -107,6 +125,7 @@ fn current(pv: &CaPv) -> Option<i64> {
     match pv.get().0 {
         CaValue::Char(b) => b.first().map(|x| i64::from(*x)),
         CaValue::Short(x) => x.first().map(|x| i64::from(*x)),
+        CaValue::Long(x) => x.first().map(|x| i64::from(*x)),
         CaValue::Enum(i) => Some(i64::from(i)),
         _ => None,
     }

@@ -18,6 +18,7 @@
 pub mod access;
 pub mod ca;
 pub mod ca_cmd;
+pub mod asyn_fields;
 pub mod ca_fields;
 pub mod cli_fmt;
 pub mod config;

@@ -112,11 +112,14 @@ impl RecordType {
             (RecordHint::Helper(t), _) => RecordType::Helper(t),
             (RecordHint::HelperReadback(t), _) if face == Face::Readback => RecordType::Helper(t),
             (RecordHint::LongString, _) | (_, ParamKind::Array(_)) => RecordType::Waveform,
-            (RecordHint::Busy, _) if out => RecordType::Busy,
+            // (AcquireBusy: a busy record only its port writes.)
+            (RecordHint::Busy, _) if face == Face::Setpoint => RecordType::Busy,
             (_, ParamKind::Int32) => pick(RecordType::Longout, RecordType::Longin),
             // 64-bit integers travel as doubles (Channel Access has no 64-bit type).
             (_, ParamKind::Int64 | ParamKind::Float64) => pick(RecordType::Ao, RecordType::Ai),
-            (_, ParamKind::Enum(c)) if c.len() <= 2 => pick(RecordType::Bo, RecordType::Bi),
+            (_, ParamKind::Enum(c)) if c.len() <= 2 && def.record != RecordHint::Mbb => {
+                pick(RecordType::Bo, RecordType::Bi)
+            }
             (_, ParamKind::Enum(_)) => pick(RecordType::Mbbo, RecordType::Mbbi),
             (_, ParamKind::String) => pick(RecordType::Stringout, RecordType::Stringin),
         }

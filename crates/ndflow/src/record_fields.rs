@@ -16,6 +16,9 @@
 use std::sync::atomic::{AtomicBool, AtomicI16, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::time::Instant;
 
+use crate::asyn_fields::{AsynField, AsynFields, AsynKind};
+use crate::pvdir::RecordType;
+
 /// EPICS' menuScan, in order.
 pub const SCAN_MENU: [&str; 10] = [
     "Passive",
@@ -55,6 +58,8 @@ pub enum RecordField {
     Disv,
     Udf,
     Tse,
+    /// A field of an `asyn` record only ([`crate::asyn_fields`]).
+    Asyn(AsynField),
 }
 
 impl RecordField {
@@ -67,8 +72,17 @@ impl RecordField {
         RecordField::Tse,
     ];
 
+    /// A field of every record, or of an asyn record ([`Self::serves`] tells which).
     pub fn parse(s: &str) -> Option<RecordField> {
-        RecordField::ALL.into_iter().find(|f| f.name() == s)
+        RecordField::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .or_else(|| AsynField::parse(s).map(RecordField::Asyn))
+    }
+
+    /// Whether a record of type `r` has this field.
+    pub fn serves(self, r: RecordType) -> bool {
+        !matches!(self, RecordField::Asyn(_)) || r == RecordType::Helper("asyn")
     }
 
     pub fn name(self) -> &'static str {
@@ -79,6 +93,7 @@ impl RecordField {
             RecordField::Disv => "DISV",
             RecordField::Udf => "UDF",
             RecordField::Tse => "TSE",
+            RecordField::Asyn(a) => a.name(),
         }
     }
 
@@ -87,12 +102,16 @@ impl RecordField {
         !matches!(self, RecordField::Udf | RecordField::Tse)
     }
 
-    /// How it travels: EPICS' field type (PROC and UDF are DBF_UCHAR, SCAN a menu, the rest
-    /// DBF_SHORT).
+    /// How it travels: EPICS' field type (PROC and UDF are DBF_UCHAR, SCAN a menu, DISA, DISV
+    /// and TSE DBF_SHORT; an asyn record's as asyn declares them).
     pub fn kind(self) -> FieldKind {
         match self {
             RecordField::Proc | RecordField::Udf => FieldKind::UChar,
             RecordField::Scan => FieldKind::Menu(&SCAN_MENU),
+            RecordField::Asyn(a) => match a.kind() {
+                AsynKind::Menu(m) => FieldKind::Menu(m),
+                AsynKind::Long => FieldKind::Long,
+            },
             _ => FieldKind::Short,
         }
     }
@@ -103,6 +122,7 @@ impl RecordField {
 pub enum FieldKind {
     UChar,
     Short,
+    Long,
     Menu(&'static [&'static str]),
 }
 
@@ -129,6 +149,7 @@ pub struct RecordFields {
     entries: Vec<EntryFields>,
     /// How many entries have a periodic SCAN (the publisher then wakes to post what is owed).
     periodic: AtomicUsize,
+    asyn: AsynFields,
 }
 
 impl RecordFields {
@@ -152,6 +173,7 @@ impl RecordFields {
             start: Instant::now(),
             entries,
             periodic: AtomicUsize::new(0),
+            asyn: AsynFields::default(),
         }
     }
 
@@ -165,6 +187,7 @@ impl RecordFields {
             RecordField::Scan => x.scan.load(Ordering::Relaxed) as i64,
             RecordField::Disa => x.disa.load(Ordering::Relaxed) as i64,
             RecordField::Disv => x.disv.load(Ordering::Relaxed) as i64,
+            RecordField::Asyn(a) => self.asyn.get(e, a),
         }
     }
 
@@ -204,6 +227,10 @@ impl RecordFields {
             }
             RecordField::Disv => {
                 x.disv.store(short()?, Ordering::Release);
+                x.force.store(true, Ordering::Release);
+            }
+            RecordField::Asyn(a) => {
+                self.asyn.set(e, a, v)?;
                 x.force.store(true, Ordering::Release);
             }
             RecordField::Proc | RecordField::Udf | RecordField::Tse => {

@@ -56,7 +56,7 @@ ndflow_core::params! {
         swmr_active: enumeration("SWMRActive", &["Off", "Active"], 0).read_only().doc("The open file is in SWMR mode"),
         swmr_cb_counter: int32("SWMRCbCounter", 0).read_only().doc("Flushes of the open file"),
         fill_value: float64("FillValue", 0.0).doc("Value of detector data never written"),
-        file_format: enumeration("FileFormat", &["HDF5", "Invalid"], 0).readback_choices(&["HDF5", "Undefined"]).doc("File format (HDF5 only)"),
+        file_format: enumeration("FileFormat", &["HDF5", "Invalid"], 0).mbb().readback_choices(&["HDF5", "Undefined"]).doc("File format (HDF5 only)"),
         num_extra_dims: int32("NumExtraDims", 0).range(0.0, 9.0).doc("Extra frame axes beyond N (sizes ExtraDimSize*; sets NumCapture to their product)"),
         extra_dim_size_n: int32("ExtraDimSizeN", 1).min(1.0).doc("Size of extra dim N"),
         extra_dim_size_x: int32("ExtraDimSizeX", 1).min(1.0).doc("Size of extra dim X"),

@@ -32,7 +32,7 @@ ndflow_core::params! {
             .alarm_states(&[NO, MINOR])
             .read_only_plain()
             .doc("Whether frames are being added to the time series"),
-        ts_acquire_mode: enumeration("TSAcquireMode", TS_MODE_CHOICES, 0)
+        ts_acquire_mode: enumeration("TSAcquireMode", TS_MODE_CHOICES, 0).mbb()
             .doc("Fixed length (stop when full) or Circ. buffer (keep the latest; a write erases)"),
     }
 }

@@ -2,7 +2,8 @@
 //! record (`pvget 13SIM1:cam1:Acquire.PROC`). The fields with a state of their own
 //! (`PROC SCAN DISA DISV UDF TSE`, [`crate::record_fields`]) are writable where EPICS' are; the
 //! others are read from the parameter's declaration, value and alarm when the PV is asked for:
-//! `DESC EGU NAME RTYP PREC HOPR LOPR DRVH DRVL HIHI HIGH LOW LOLO SEVR STAT NELM NORD`.
+//! `DESC EGU NAME RTYP PREC HOPR LOPR DRVH DRVL HIHI HIGH LOW LOLO SEVR STAT NELM NORD`; an
+//! asyn record's (`AsynIO.CNCT` …, [`crate::asyn_fields`]) too.
 //! PVs are made on first use and kept.
 
 use std::collections::HashMap;
@@ -15,7 +16,7 @@ use ndflow_pva::{nt, BitSet, FieldDesc, ScalarType, Value};
 use parking_lot::Mutex;
 
 use crate::pvdir::{PvDirectory, RecordType};
-use crate::record_fields::{FieldKind, RecordField, SCAN_MENU};
+use crate::record_fields::{FieldKind, RecordField};
 
 /// Fields derived from the declaration and value.
 const DERIVED: [&str; 17] = [
@@ -26,7 +27,7 @@ const DERIVED: [&str; 17] = [
 /// The field PVs made so far, by full name.
 #[derive(Default)]
 pub struct FieldPvs {
-    made: Mutex<HashMap<String, SharedPv>>,
+    made: Arc<Mutex<HashMap<String, SharedPv>>>,
 }
 
 impl FieldPvs {
@@ -35,7 +36,8 @@ impl FieldPvs {
     pub fn lookup(&self, dir: &Arc<PvDirectory>, name: &str) -> Option<SharedPv> {
         let (rec, field) = name.rsplit_once('.')?;
         let entry = dir.find(rec)?;
-        let own = RecordField::parse(field);
+        let own = RecordField::parse(field)
+            .filter(|f| dir.entry(entry).is_some_and(|e| f.serves(e.record)));
         if own.is_none() && !DERIVED.contains(&field) {
             return None;
         }
@@ -52,7 +54,8 @@ impl FieldPvs {
         }
         let mut pv = SharedPv::new(desc.clone(), value);
         if let Some(f) = own.filter(|f| f.writable()) {
-            pv = writable(pv, dir, entry, f, desc);
+            let made = Arc::downgrade(&self.made);
+            pv = writable(pv, dir, entry, f, desc, format!("{rec}."), made);
         }
         made.insert(name.to_string(), pv.clone());
         Some(pv)
@@ -67,6 +70,10 @@ fn own_value(dir: &PvDirectory, entry: usize, f: RecordField) -> (FieldDesc, Val
         FieldKind::Short => scalar(
             ScalarType::I16,
             Value::I16(v.clamp(i16::MIN as i64, i16::MAX as i64) as i16),
+        ),
+        FieldKind::Long => scalar(
+            ScalarType::I32,
+            Value::I32(v.clamp(i32::MIN as i64, i32::MAX as i64) as i32),
         ),
     }
 }
@@ -129,6 +136,8 @@ fn writable(
     entry: usize,
     f: RecordField,
     desc: FieldDesc,
+    prefix: String,
+    made: Weak<Mutex<HashMap<String, SharedPv>>>,
 ) -> SharedPv {
     let weak: Weak<PvDirectory> = Arc::downgrade(dir);
     pv.with_deferred_put_handler(move |pv, value, _changed, client, reply| {
@@ -142,6 +151,7 @@ fn writable(
         let who = super::param_pvs::client_info(client);
         let wait = reply.wants_completion();
         let (pv, dir2) = (pv.clone(), Arc::downgrade(&dir));
+        let (made, prefix) = (made.clone(), prefix.clone());
         dir.put_field(
             entry,
             f,
@@ -151,6 +161,15 @@ fn writable(
             Box::new(move |r| {
                 if let Some(d) = dir2.upgrade() {
                     let _ = pv.post(own_value(&d, entry, f).1, &BitSet::new());
+                    // An asyn trace bit and its mask are views of one value.
+                    if let (RecordField::Asyn(_), Some(made)) = (f, made.upgrade()) {
+                        for (name, other) in made.lock().iter() {
+                            let g = name.strip_prefix(&prefix).and_then(RecordField::parse);
+                            if let Some(g @ RecordField::Asyn(_)) = g {
+                                let _ = other.post(own_value(&d, entry, g).1, &BitSet::new());
+                            }
+                        }
+                    }
                 }
                 reply.done(r)
             }),
@@ -166,9 +185,13 @@ fn put_number(desc: &FieldDesc, v: &Value, f: RecordField) -> Result<i64, String
         .or_else(|| v.field(desc, "value"))
         .ok_or_else(bad)?;
     if let Value::String(s) = x {
-        return match SCAN_MENU.iter().position(|c| *c == s.trim()) {
-            Some(i) if f == RecordField::Scan => Ok(i as i64),
-            _ => s.trim().parse().map_err(|_| bad()),
+        let choice = match f.kind() {
+            FieldKind::Menu(m) => m.iter().position(|c| *c == s.trim()),
+            _ => None,
+        };
+        return match choice {
+            Some(i) => Ok(i as i64),
+            None => s.trim().parse().map_err(|_| bad()),
         };
     }
     x.as_f64().map(|x| x as i64).ok_or_else(bad)
