@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Subcommand;
 use ndflow::config::parse_setting;
 
-use crate::{aravis, ca, codec, eiger, hdf5, hop, host, pva, rivers2013, scaleout};
+use crate::{aravis, ca, codec, eiger, hdf5, hop, host, pva, rivers2013, scaleout, web};
 
 /// `ndflow bench WHICH`: one subcommand per benchmark, each with its own options.
 #[derive(Subcommand)]
@@ -225,6 +225,31 @@ pub enum BenchCmd {
         #[arg(long, hide = true)]
         child: Option<String>,
     },
+    /// The live web viewer: pipeline frames/s with 0, 1 and 5 viewers (vs 0 in the same run),
+    /// IOC CPU per viewer, and frames/s headless Chromium displays (requestAnimationFrame) for
+    /// 1024x1024 and 4096x4096 (binned) UInt16 frames.
+    Web {
+        #[arg(long, value_name = "FILE.json")]
+        json: Option<PathBuf>,
+        /// Counting window of each (a)/(b) measurement (s).
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// Wait after viewers connect, before counting (s).
+        #[arg(long, default_value_t = 1.0)]
+        warmup: f64,
+        /// Repetitions of (a) and (b), the order of the viewer counts rotating.
+        #[arg(long, default_value_t = 3)]
+        reps: usize,
+        /// Comma-separated viewer counts compared with none.
+        #[arg(long, default_value = "1,5")]
+        viewers: String,
+        /// Seconds counted in the browser per (c) row (0: no browser rows).
+        #[arg(long, default_value_t = 5.0)]
+        browser_seconds: f64,
+        /// Python with Playwright for (c) (default: .venv/bin/python).
+        #[arg(long)]
+        python: Option<PathBuf>,
+    },
 }
 
 /// Runs the benchmark `cmd` names; its table goes to stdout, progress to stderr.
@@ -390,6 +415,26 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             child,
         })
         .map(|table| print!("{table}")),
+        BenchCmd::Web {
+            json,
+            seconds,
+            warmup,
+            reps,
+            viewers,
+            browser_seconds,
+            python,
+        } => web::parse_viewers(&viewers).and_then(|viewers| {
+            web::run(&web::WebBenchOptions {
+                json,
+                seconds,
+                warmup,
+                reps,
+                viewers,
+                browser_seconds,
+                python,
+            })
+            .map(|table| print!("{table}"))
+        }),
     }
 }
 
@@ -460,5 +505,15 @@ mod tests {
         assert!(parse(&["ca", "--pvs", "10", "--acquire-period", "0.01"]).is_ok());
         assert!(parse(&["eiger", "--pass-frames", "100", "--decode-frames", "10"]).is_ok());
         assert!(parse(&["aravis", "--pairs", "1", "--seconds", "2", "--rows", "1,4"]).is_ok());
+        assert!(parse(&[
+            "web",
+            "--viewers",
+            "1,5",
+            "--browser-seconds",
+            "0",
+            "--reps",
+            "2"
+        ])
+        .is_ok());
     }
 }

@@ -293,6 +293,11 @@ impl Proc {
         &self.name
     }
 
+    /// The child's process id (to read its CPU time from /proc).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// An error with the exit status and the log's end once the child has exited.
     pub fn check(&mut self) -> Result<(), String> {
         match self.child.try_wait() {

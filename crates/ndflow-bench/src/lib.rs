@@ -14,6 +14,7 @@
 //! | [`ca`] | `ca`: Channel Access updates, frames and pipeline rate | pythonSoftIOC (RSRV), raw TCP |
 //! | [`eiger`] | `eiger`: EIGER Stream v2 replayed over ZeroMQ, pass-through and decompress | pyzmq PULL; dectris-compression, bitshuffle |
 //! | [`aravis`] | `aravis`: GenICam GigE Vision from Aravis' fake camera, in a network namespace | arv-camera-test (Aravis 0.8) |
+//! | [`web`] | `web`: the live web viewer: pipeline rate and IOC CPU with viewers, frames a browser displays | the same IOC with no viewer; requestAnimationFrame's rate |
 //!
 //! Shared by them: [`paired`] (interleaved A/B pairs, median ratio and spread) and [`host`]
 //! (child processes, free loopback ports, the loopback EPICS environment, raw TCP, CPU time).
@@ -35,3 +36,4 @@ pub mod paired;
 pub mod pva;
 pub mod rivers2013;
 pub mod scaleout;
+pub mod web;
