@@ -78,4 +78,16 @@ pub trait Driver: Send + 'static {
     fn connection(&self) -> Option<ConnectionProbe> {
         None
     }
+    /// How many addresses the port publishes on (areaDetector's asyn addresses 0..N-1).
+    /// Every frame goes to address 0; a driver with more addresses names, per frame, one
+    /// more address it also goes to ([`Driver::also_on`]). Fixed for the port's life.
+    fn addresses(&self) -> usize {
+        1
+    }
+    /// The address besides 0 that the frame `acquire` just returned is also published on
+    /// (ADEiger: channel n of a multi-channel image on address n + 1); called right after
+    /// `acquire`. None (the default): address 0 only.
+    fn also_on(&self, _frame: &NDArray) -> Option<usize> {
+        None
+    }
 }

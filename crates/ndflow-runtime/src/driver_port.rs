@@ -53,6 +53,11 @@ pub struct DriverPort {
     put_handler: Option<PutHandler>,
     /// Whether the detector is reachable ([`Driver::connection`]).
     connection: Option<ConnectionProbe>,
+    /// Addresses this port publishes on ([`Driver::addresses`]).
+    addresses: usize,
+    /// Frames published on an address besides 0 that is not one of the port's (a driver's
+    /// mistake; each still went to address 0).
+    bad_address: AtomicU64,
 }
 
 impl DriverPort {
@@ -73,6 +78,7 @@ impl DriverPort {
         driver.init(&params)?;
         let put_handler = driver.put_handler(&params);
         let connection = driver.connection();
+        let addresses = driver.addresses().max(1);
         let max_mb = base.array.pool_max_mem.get(&params);
         let pool = Pool::new((max_mb * 1e6) as usize);
         let port = Arc::new(DriverPort {
@@ -96,6 +102,8 @@ impl DriverPort {
             attrs: PortAttributes::default(),
             put_handler,
             connection,
+            addresses,
+            bad_address: AtomicU64::new(0),
         });
         let p = port.clone();
         let handle = std::thread::Builder::new()
@@ -139,6 +147,17 @@ impl DriverPort {
 
     pub fn subscriber_names(&self) -> Vec<String> {
         self.fanout.subscriber_names()
+    }
+
+    /// How many addresses this port publishes on ([`Driver::addresses`]).
+    pub fn addresses(&self) -> usize {
+        self.addresses
+    }
+
+    /// Frames a driver asked to publish on an address the port does not have (each went to
+    /// address 0 only).
+    pub fn bad_address_frames(&self) -> u64 {
+        self.bad_address.load(Ordering::Acquire)
     }
 
     pub(crate) fn on_put(self: &Arc<Self>, idx: usize, value: &ParamValue) {
@@ -267,11 +286,12 @@ impl DriverPort {
             let t0 = Instant::now();
             self.set_state(DetectorState::Acquire);
             let result = driver.acquire(p, &self.pool);
+            let also = result.as_ref().ok().and_then(|f| driver.also_on(f));
             match result {
                 Err(DriverError::NoFrame) => continue,
                 Err(DriverError::Finished) => break,
                 Ok(frame) if paced => {
-                    self.publish_frame(frame, keep_identity, keep_stamp);
+                    self.publish_frame(frame, also, keep_identity, keep_stamp);
                     continue;
                 }
                 _ => {}
@@ -284,7 +304,7 @@ impl DriverPort {
             }
             self.set_state(DetectorState::Readout);
             match result {
-                Ok(frame) => self.publish_frame(frame, keep_identity, keep_stamp),
+                Ok(frame) => self.publish_frame(frame, also, keep_identity, keep_stamp),
                 Err(DriverError::Core(CoreError::PoolExhausted { .. })) => {
                     self.dropped.fetch_add(1, Ordering::AcqRel);
                 }
@@ -354,7 +374,14 @@ impl DriverPort {
         self.publish(false);
     }
 
-    fn publish_frame(&self, mut frame: NDArray, keep_identity: bool, keep_stamp: bool) {
+    /// Publishes a frame on address 0 and, when `also` names one, on that address too.
+    fn publish_frame(
+        &self,
+        mut frame: NDArray,
+        also: Option<usize>,
+        keep_identity: bool,
+        keep_stamp: bool,
+    ) {
         let id = self.array_counter.fetch_add(1, Ordering::AcqRel) + 1;
         if !keep_identity {
             frame.unique_id = id as i32;
@@ -366,7 +393,22 @@ impl DriverPort {
         self.attrs.apply(&mut frame, &self.params);
         self.meta.lock().update(&frame);
         if self.base.array.array_callbacks.get(&self.params) {
-            self.fanout.offer_all(&Arc::new(frame));
+            let frame = Arc::new(frame);
+            self.fanout.offer_all(&frame, 0);
+            match also {
+                Some(a) if a > 0 && a < self.addresses => self.fanout.offer_all(&frame, a),
+                Some(a) if a >= self.addresses => {
+                    if self.bad_address.fetch_add(1, Ordering::AcqRel) == 0 {
+                        tracing::warn!(
+                            "{}: frame {} not published on address {a}: the port publishes 0..{} (sent on address 0 only)",
+                            self.name,
+                            frame.unique_id,
+                            self.addresses - 1
+                        );
+                    }
+                }
+                _ => {}
+            }
         }
     }
 

@@ -14,7 +14,7 @@ use crate::attr_file::{PortAttributes, PvReader};
 use crate::driver::{Driver, DriverError};
 use crate::driver_port::DriverPort;
 use crate::plugin::Plugin;
-use crate::plugin_port::{distinct, Fanout, PluginPort};
+use crate::plugin_port::{distinct_pairs, Fanout, PluginPort};
 use crate::port_params::{driver_layout, plugin_layout, ArrayBaseParams};
 use crate::scheduler::Scheduler;
 use crate::wakeup::Wakeup;
@@ -77,6 +77,18 @@ impl PortHandle {
             PortHandle::Driver(d) => &d.fanout,
             PortHandle::Plugin(p) => &p.fanout,
         }
+    }
+    /// How many addresses the port publishes on (0..N-1); a downstream port's
+    /// `NDArrayAddress` must be one of them.
+    pub fn addresses(&self) -> usize {
+        match self {
+            PortHandle::Driver(d) => d.addresses(),
+            PortHandle::Plugin(p) => p.addresses(),
+        }
+    }
+    /// (port name, address) of every port subscribed to this one's outputs.
+    pub fn subscriptions(&self) -> Vec<(String, usize)> {
+        self.fanout().subscriptions()
     }
 }
 
@@ -275,13 +287,39 @@ impl Graph {
                     ParamValue::Str(s) => s.clone(),
                     other => other.to_string(),
                 };
-                self.check_source(p, param, &source).map_err(perr)?;
+                let address = p.sources.lock().get(slot).map_or(0, |s| s.1);
+                self.check_source(p, param, &format!("\"{source}\""), &source, address)
+                    .map_err(perr)?;
                 let stored = params.put(param, v).map_err(perr)?;
                 // NDArrayPort and NDArrayPort_1 of a Gather are one input: show it in both.
                 for alias in p.slot_params(slot).into_iter().filter(|a| *a != param) {
                     params.set_by_name(alias, stored.clone()).map_err(perr)?;
                 }
-                self.rewire(p, slot, &source);
+                self.rewire(p, slot, Some(&source), None);
+                return Ok(stored);
+            }
+            if let Some(slot) = p.address_slot(param) {
+                let def = params
+                    .def(idx)
+                    .ok_or_else(|| GraphError::UnknownPort(port.into()));
+                let v = def?.coerce(value).map_err(perr)?;
+                let address = v.as_i64().unwrap_or(0);
+                let source = p.sources.lock().get(slot).map(|s| s.0.clone());
+                let source = source.unwrap_or_default();
+                // Negative addresses are refused by the declaration (min 0) on the put below.
+                let address = usize::try_from(address).unwrap_or(usize::MAX);
+                self.check_source(p, param, &v.to_string(), &source, address)
+                    .map_err(perr)?;
+                let stored = params.put(param, v).map_err(perr)?;
+                // NDArrayAddress and NDArrayAddress_1 of a Gather are one input's address.
+                for alias in p
+                    .slot_address_params(slot)
+                    .into_iter()
+                    .filter(|a| *a != param)
+                {
+                    params.set_by_name(alias, stored.clone()).map_err(perr)?;
+                }
+                self.rewire(p, slot, None, Some(address));
                 return Ok(stored);
             }
         }
@@ -303,22 +341,38 @@ impl Graph {
         *self.inner.pv_reader.write() = Some(reader);
     }
 
+    /// Whether input (`source`, `address`) may feed `port`: the source exists, publishes
+    /// that address, and is not downstream of `port`. No source: any address is kept for
+    /// when one is named (it is checked then). `value` is the written value, for messages.
     fn check_source(
         &self,
         port: &Arc<PluginPort>,
         param: &str,
+        value: &str,
         source: &str,
+        address: usize,
     ) -> Result<(), ParamError> {
         let refuse = |reason: String| ParamError::Refused {
             name: param.into(),
-            value: format!("\"{source}\""),
+            value: value.to_string(),
             reason,
         };
         if source.is_empty() {
             return Ok(());
         }
-        if self.port(source).is_none() {
+        let Some(src) = self.port(source) else {
             return Err(refuse(format!("no port named '{source}'")));
+        };
+        let n = src.addresses();
+        if address >= n {
+            let has = if n == 1 {
+                "address 0 only".to_string()
+            } else {
+                format!("addresses 0..{}", n - 1)
+            };
+            return Err(refuse(format!(
+                "port '{source}' publishes {has}, not address {address}"
+            )));
         }
         // Walk every path upstream from the new source: reaching this port would make a loop.
         let mut todo = vec![source.to_string()];
@@ -336,24 +390,35 @@ impl Graph {
         Ok(())
     }
 
-    /// Points input `slot` at `source` and (un)subscribes by the change in the set of
-    /// sources: a port listed by two inputs is subscribed once, and stays subscribed until
-    /// neither names it. The lock serialises rewires of one port.
-    fn rewire(&self, port: &Arc<PluginPort>, slot: usize, source: &str) {
+    /// Points input `slot` at `source` and/or `address` and (un)subscribes by the change in
+    /// the set of (port, address) pairs: a pair listed by two inputs is subscribed once, and
+    /// stays subscribed until neither names it. The lock serialises rewires of one port.
+    fn rewire(
+        &self,
+        port: &Arc<PluginPort>,
+        slot: usize,
+        source: Option<&str>,
+        address: Option<usize>,
+    ) {
         let mut sources = port.sources.lock();
-        let before = distinct(&sources);
+        let before = distinct_pairs(&sources);
         if let Some(s) = sources.get_mut(slot) {
-            *s = source.to_string();
-        }
-        let after = distinct(&sources);
-        for old in before.iter().filter(|n| !after.contains(n)) {
-            if let Some(h) = self.port(old) {
-                h.fanout().remove(port);
+            if let Some(name) = source {
+                s.0 = name.to_string();
+            }
+            if let Some(a) = address {
+                s.1 = a;
             }
         }
-        for new in after.iter().filter(|n| !before.contains(n)) {
+        let after = distinct_pairs(&sources);
+        for (old, a) in before.iter().filter(|n| !after.contains(n)) {
+            if let Some(h) = self.port(old) {
+                h.fanout().remove(port, *a);
+            }
+        }
+        for (new, a) in after.iter().filter(|n| !before.contains(n)) {
             if let Some(h) = self.port(new) {
-                h.fanout().add(port.clone());
+                h.fanout().add(port.clone(), *a);
             }
         }
     }

@@ -68,6 +68,19 @@ pub trait Plugin: Send + Sync + 'static {
     fn inputs(&self) -> &'static [&'static str] {
         &[]
     }
+    /// Address parameters of the inputs of [`Plugin::inputs`], in the same order
+    /// (NDPluginGather's `NDArrayAddress_1` .. `NDArrayAddress_8`; the first is the same
+    /// input's address as `NDArrayAddress`). Empty: one input, `NDArrayAddress`.
+    fn input_addresses(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// How many addresses this port publishes on (areaDetector's asyn addresses 0..N-1):
+    /// [`ProcessContext::emit`] goes to address 0, [`ProcessContext::emit_to`] to another.
+    /// A downstream port takes the frames of one address (its `NDArrayAddress`); a write
+    /// naming an address outside 0..N-1 is refused. Fixed for the port's life.
+    fn addresses(&self) -> usize {
+        1
+    }
     /// Called once, when the port's store exists and before any frame or write: a plugin that
     /// updates parameters from outside `process` (a subscriber count) keeps the store here.
     fn attached(&self, _params: &Arc<ParamStore>) {}
@@ -99,7 +112,10 @@ pub trait Plugin: Send + Sync + 'static {
 pub struct ProcessContext<'a> {
     pub params: &'a ParamStore,
     pool: &'a Pool,
+    /// Outputs on address 0.
     outputs: &'a mut Vec<Arc<NDArray>>,
+    /// Outputs on other addresses, in emission order.
+    addressed: Vec<(usize, Arc<NDArray>)>,
     input_seq: Option<u64>,
 }
 
@@ -109,6 +125,7 @@ impl<'a> ProcessContext<'a> {
             params,
             pool,
             outputs,
+            addressed: Vec::new(),
             input_seq: None,
         }
     }
@@ -135,9 +152,25 @@ impl<'a> ProcessContext<'a> {
         Ok(self.pool.alloc(len)?)
     }
 
-    /// Passes a frame downstream (after sorting/throttling by the runtime).
+    /// Passes a frame downstream on address 0 (after sorting/throttling by the runtime).
     pub fn emit(&mut self, frame: impl Into<Arc<NDArray>>) {
         self.outputs.push(frame.into());
+    }
+
+    /// Passes a frame downstream on `address`: only the ports whose `NDArrayAddress` is
+    /// `address` get it. Address 0 is [`ProcessContext::emit`]; an address at or beyond
+    /// [`Plugin::addresses`] reaches no port (the port counts it in `DroppedOutputArrays`).
+    pub fn emit_to(&mut self, address: usize, frame: impl Into<Arc<NDArray>>) {
+        if address == 0 {
+            self.outputs.push(frame.into());
+        } else {
+            self.addressed.push((address, frame.into()));
+        }
+    }
+
+    /// The outputs emitted on addresses other than 0, in order (the port forwards them).
+    pub fn take_addressed(&mut self) -> Vec<(usize, Arc<NDArray>)> {
+        std::mem::take(&mut self.addressed)
     }
 }
 

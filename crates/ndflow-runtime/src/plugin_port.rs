@@ -11,9 +11,9 @@ mod input;
 mod output;
 mod publish;
 
-pub(crate) use fanout::distinct;
 pub use fanout::Fanout;
 pub(crate) use fanout::Offer;
+pub(crate) use fanout::{distinct, distinct_pairs, Source};
 use output::{Sorter, Throttle};
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
@@ -87,8 +87,11 @@ pub struct PluginPort {
     disordered: AtomicU64,
     dropped_output: AtomicU64,
     logged: Mutex<HashSet<String>>,
-    /// Source port of each input ("" = none); index 0 is `NDArrayPort`.
-    pub(crate) sources: Mutex<Vec<String>>,
+    /// Source port ("" = none) and address of each input; index 0 is `NDArrayPort` with
+    /// `NDArrayAddress`.
+    pub(crate) sources: Mutex<Vec<Source>>,
+    /// Addresses this port publishes on ([`Plugin::addresses`]).
+    addresses: usize,
     rate: Mutex<(Instant, i64)>,
     /// The handles of NDArrayBase's and NDPluginDriver's parameters in this port's store.
     base: PluginBase,
@@ -115,6 +118,7 @@ impl PluginPort {
             .set(&params, plugin.max_threads().max(1) as i64);
         let routing = plugin.routing();
         let n_inputs = plugin.inputs().len().max(1);
+        let addresses = plugin.addresses().max(1);
         let port = Arc::new(PluginPort {
             name: name.to_string(),
             plugin,
@@ -165,7 +169,8 @@ impl PluginPort {
             disordered: AtomicU64::new(0),
             dropped_output: AtomicU64::new(0),
             logged: Mutex::new(HashSet::new()),
-            sources: Mutex::new(vec![String::new(); n_inputs]),
+            sources: Mutex::new(vec![(String::new(), 0); n_inputs]),
+            addresses,
             rate: Mutex::new((Instant::now(), 0)),
             base,
             attrs: PortAttributes::default(),
@@ -248,7 +253,7 @@ impl PluginPort {
         self.plugin
             .param_changed_at(&self.params, idx, value, accepted);
         self.plugin.emit_after_put(&mut |out| {
-            self.emit(out);
+            self.emit(0, out);
         });
     }
 
@@ -297,7 +302,22 @@ impl PluginPort {
 
     /// Name of the upstream port (`NDArrayPort`; the first input of a Gather).
     pub fn source(&self) -> String {
-        self.sources.lock().first().cloned().unwrap_or_default()
+        self.sources
+            .lock()
+            .first()
+            .map(|s| s.0.clone())
+            .unwrap_or_default()
+    }
+
+    /// The address of the upstream port this port takes (`NDArrayAddress`; the first input
+    /// of a Gather).
+    pub fn source_address(&self) -> usize {
+        self.sources.lock().first().map_or(0, |s| s.1)
+    }
+
+    /// How many addresses this port publishes on ([`Plugin::addresses`]).
+    pub fn addresses(&self) -> usize {
+        self.addresses
     }
 
     /// The handles of NDArrayBase's parameters in this port's store.
@@ -322,6 +342,34 @@ impl PluginPort {
             return Some(0);
         }
         self.plugin.inputs().iter().position(|n| *n == param)
+    }
+
+    /// The input an address parameter sets: 0 for `NDArrayAddress`, i for the plugin's
+    /// `input_addresses()[i]`.
+    pub(crate) fn address_slot(&self, param: &str) -> Option<usize> {
+        if param == "NDArrayAddress" {
+            return Some(0);
+        }
+        self.plugin
+            .input_addresses()
+            .iter()
+            .position(|n| *n == param)
+    }
+
+    /// The parameters that give the address of input `slot` (`NDArrayAddress` and
+    /// `NDArrayAddress_1` for 0).
+    pub(crate) fn slot_address_params(&self, slot: usize) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = self
+            .plugin
+            .input_addresses()
+            .get(slot)
+            .copied()
+            .into_iter()
+            .collect();
+        if slot == 0 {
+            names.push("NDArrayAddress");
+        }
+        names
     }
 
     /// The parameters that name input `slot` (`NDArrayPort` and `NDArrayPort_1` for 0).

@@ -139,10 +139,11 @@ impl PluginPort {
         let frame = self.attrs.attach(&frame, &self.params);
         let pool = pool_of(&frame, &self.fallback_pool);
         let mut outputs = Vec::new();
-        let result = {
+        let (result, addressed) = {
             let mut ctx =
                 ProcessContext::new(&self.params, &pool, &mut outputs).with_input_seq(seq);
-            self.plugin.process(&frame, &mut ctx)
+            let result = self.plugin.process(&frame, &mut ctx);
+            (result, ctx.take_addressed())
         };
         self.exec_ns
             .store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -163,7 +164,10 @@ impl PluginPort {
         // A scatter output no downstream port could take: the input is dropped, not processed.
         let mut undelivered = false;
         for out in outputs {
-            undelivered |= !self.emit(out);
+            undelivered |= !self.emit(0, out);
+        }
+        for (address, out) in addressed {
+            undelivered |= !self.emit(address, out);
         }
         if undelivered {
             self.log_once(

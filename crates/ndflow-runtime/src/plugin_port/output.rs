@@ -11,7 +11,8 @@ use ndflow_core::NDArray;
 use super::*;
 
 pub(super) struct Sorter {
-    pub(super) pending: BTreeMap<(i32, u64), (Arc<NDArray>, Instant)>,
+    /// Held outputs by (uniqueId, arrival): the address, the frame, when it was held.
+    pub(super) pending: BTreeMap<(i32, u64), (usize, Arc<NDArray>, Instant)>,
     pub(super) seq: u64,
     pub(super) sort_time: Duration,
     pub(super) sort_size: usize,
@@ -23,9 +24,23 @@ pub(super) struct Throttle {
 }
 
 impl PluginPort {
-    /// Throttles, sorts and forwards one output. False only when a round-robin output found
-    /// no downstream port to take it (the caller counts the input as dropped).
-    pub(super) fn emit(&self, out: Arc<NDArray>) -> bool {
+    /// Throttles, sorts and forwards one output on `address`. False only when a round-robin
+    /// output found no downstream port to take it (the caller counts the input as dropped).
+    /// An output on an address this port does not publish is counted in
+    /// DroppedOutputArrays (a plugin's mistake: no port can be subscribed there).
+    pub(super) fn emit(&self, address: usize, out: Arc<NDArray>) -> bool {
+        if address >= self.addresses {
+            self.dropped_output.fetch_add(1, Ordering::Relaxed);
+            self.log_once(
+                "no such address",
+                &format!(
+                    "{}: output dropped: address {address} is not one this port publishes (0..{})",
+                    self.name,
+                    self.addresses - 1
+                ),
+            );
+            return true;
+        }
         let rate = f64::from_bits(self.max_byte_rate.load(Ordering::Acquire));
         if rate > 0.0 {
             let bytes = out.compressed_size as f64;
@@ -49,7 +64,7 @@ impl PluginPort {
                 s.seq += 1;
                 let first = s.pending.is_empty();
                 s.pending
-                    .insert((out.unique_id, seq), (out, Instant::now()));
+                    .insert((out.unique_id, seq), (address, out, Instant::now()));
                 first
             };
             self.flush_sorted(false);
@@ -58,12 +73,13 @@ impl PluginPort {
             }
             true
         } else {
-            self.forward(&out)
+            self.forward(address, &out)
         }
     }
 
-    /// Passes one output to the subscribers; false when a round-robin one found no taker.
-    pub(super) fn forward(&self, out: &Arc<NDArray>) -> bool {
+    /// Passes one output to the subscribers of `address`; false when a round-robin one
+    /// found no taker.
+    pub(super) fn forward(&self, address: usize, out: &Arc<NDArray>) -> bool {
         let id = out.unique_id as i64;
         let prev = self.last_emitted.swap(id, Ordering::AcqRel);
         if prev != NO_ID && id != prev && id != prev + 1 {
@@ -74,10 +90,10 @@ impl PluginPort {
         }
         match self.routing {
             Routing::Broadcast => {
-                self.fanout.offer_all(out);
+                self.fanout.offer_all(out, address);
                 true
             }
-            Routing::RoundRobin => self.fanout.offer_one(out),
+            Routing::RoundRobin => self.fanout.offer_one(out, address),
         }
     }
 
@@ -90,7 +106,7 @@ impl PluginPort {
     pub(crate) fn flush_sorted(&self, timeouts: bool) {
         let mut s = self.sorter.lock();
         let sorted = self.sorted.load(Ordering::Acquire);
-        while let Some((&(id, seq), (_, since))) = s.pending.first_key_value() {
+        while let Some((&(id, seq), (_, _, since))) = s.pending.first_key_value() {
             let min_busy = self
                 .state
                 .lock()
@@ -109,8 +125,8 @@ impl PluginPort {
             if !ready {
                 break;
             }
-            if let Some((out, _)) = s.pending.remove(&(id, seq)) {
-                self.forward(&out);
+            if let Some((address, out, _)) = s.pending.remove(&(id, seq)) {
+                self.forward(address, &out);
             }
         }
     }
@@ -120,7 +136,7 @@ impl PluginPort {
     /// so an earlier deadline further back would have the housekeeping thread spin.
     pub(crate) fn sort_deadline(&self) -> Option<Instant> {
         let s = self.sorter.lock();
-        let (_, (_, since)) = s.pending.first_key_value()?;
+        let (_, (_, _, since)) = s.pending.first_key_value()?;
         since.checked_add(s.sort_time)
     }
 }
