@@ -17,7 +17,10 @@
 //!
 //! Statistics and centroid come from one pass over the pixels (`stats/kernel.rs`, with the
 //! per-type accumulators of `stats/pixel.rs`); the input frame is passed on unchanged (the
-//! same `Arc`). Any number of frames may be processed at once (`MaxThreads` up to 8): each
+//! same `Arc`) on address 0, and, as ADCore, each frame's time-series point goes out on
+//! address 1: a 1-D Float64 frame of 23 values, the [`TS_STATS`] in order then the input's
+//! timeStamp, with the input's uniqueId and time stamps (what an NDPluginTimeSeries port
+//! with `NDArrayAddress = 1` takes: ADCore's `$(R)TS:` port). Any number of frames may be processed at once (`MaxThreads` up to 8): each
 //! call works in its own scratch buffers and publishes its results with one `set_many`.
 //!
 //! Differences from areaDetector, all at the edges:
@@ -547,6 +550,11 @@ impl Plugin for StatsPlugin {
         self.max_threads
     }
 
+    /// Address 0: the input; address 1: the frame's time-series point.
+    fn addresses(&self) -> usize {
+        2
+    }
+
     fn process(
         &self,
         input: &Arc<NDArray>,
@@ -564,15 +572,17 @@ impl Plugin for StatsPlugin {
         let res = with_pixel_type!(input.data_type, T => {
             self.compute::<T>(input, &s, ctx.pool(), &mut scratch)
         });
+        let point = scratch.ts;
         if res.is_ok() {
             ctx.params.set_many(&scratch.writes);
-            self.ts.record(ctx.params, &scratch.ts, input.time_stamp);
+            self.ts.record(ctx.params, &point, input.time_stamp);
         }
         // Drop the array values now: their buffers go back to the pool.
         scratch.writes.clear();
         self.scratch.lock().push(scratch);
         res?;
         ctx.emit(Arc::clone(input));
+        ctx.emit_to(1, ts_point_frame(input, &point, ctx.pool())?);
         Ok(())
     }
 
@@ -595,6 +605,19 @@ impl Plugin for StatsPlugin {
             p.histogram_x.set(params, x);
         }
     }
+}
+
+/// ADCore's time-series array of one frame (NDPluginStats' address 1): the [`TS_STATS`]
+/// values then the frame's timeStamp, Float64, with the frame's uniqueId and time stamps.
+fn ts_point_frame(input: &NDArray, point: &[f64; 22], pool: &Pool) -> Result<NDArray, PluginError> {
+    let mut values = [0.0; TS_STATS.len() + 1];
+    values[..TS_STATS.len()].copy_from_slice(point);
+    values[TS_STATS.len()] = input.time_stamp;
+    let mut out = NDArray::from_pixels(pool, &[values.len()], &values)?;
+    out.unique_id = input.unique_id;
+    out.time_stamp = input.time_stamp;
+    out.epics_ts = input.epics_ts;
+    Ok(out)
 }
 
 /// A buffer for `len` f64 from the frame's pool, or from a private one if the pool is at its

@@ -11,14 +11,17 @@
 //! driver's acquire period). A new data type or signal count re-sizes and erases the series.
 //! On Stop, TSRead or a full Fixed length series, each signal's waveform `N:TimeSeries`
 //! (Fixed length: the points so far; Circ. buffer: all, oldest first) and TSTimestamp are
-//! published, and an output frame `[TSNumPoints, NSignals]` of the input's type (each
-//! signal's series contiguous, oldest first) is sent downstream.
+//! published, and output frames of the input's type go downstream on the port's addresses
+//! as ADCore's doTimeSeriesCallbacks sends them: first the `[TSNumPoints, NSignals]` frame
+//! (each signal's series contiguous, oldest first) on address NSignals (the signals in use:
+//! the input's, at most MaxSignals), then each signal's series as a 1-D `[TSNumPoints]`
+//! frame on address s for signal s (0-based; its records are `s+1:`), all with one uniqueId
+//! and time stamp. A plugin takes one with `NDArrayAddress` (of a stats port's time series,
+//! MeanValue, signal 6, is on address 6). The port publishes addresses 0..=MaxSignals.
 //!
-//! Deviations: an output frame asked for by a write (TSRead, Stop) goes out with the next
-//! input frame (a plugin emits only while processing one); the per-signal 1-D frames that
-//! ADCore sends on addresses 1..N are not produced (one output per port); input frames are
-//! not passed on (as ADCore). Signals beyond MaxSignals (config key, default 8, at most 32)
-//! are ignored.
+//! Deviations: output frames asked for by a write (TSRead, Stop) go out with the next
+//! input frame (a plugin emits only while processing one); input frames are not passed on
+//! (as ADCore). Signals beyond MaxSignals (config key, default 8, at most 32) are ignored.
 //!
 //! [`TsBuffer`] (buffer.rs) is the store, shared with ROIStat and Stats through
 //! [`TsRecorder`] (recorder.rs), which drives it with ROIStat's TSControl records.
@@ -241,23 +244,35 @@ impl TimeSeriesPlugin {
         Ok(false)
     }
 
-    /// The `[NTime, NSignals]` output frame of the input's type.
-    fn output<T: Pixel>(st: &mut State, ctx: &ProcessContext<'_>) -> Result<NDArray, PluginError> {
+    /// The output frames of the input's type with their addresses: the `[NTime, NSignals]`
+    /// frame on address NSignals, then signal s's `[NTime]` series on address s (ADCore's
+    /// order), all with one uniqueId and time stamp.
+    fn outputs<T: Pixel>(
+        st: &mut State,
+        ctx: &ProcessContext<'_>,
+    ) -> Result<Vec<(usize, NDArray)>, PluginError> {
+        let (n_points, n_signals) = (st.buf.n_points(), st.buf.n_signals());
         let points = st.buf.all_points();
-        let mut buf = ctx.alloc(points.len() * std::mem::size_of::<T>())?;
-        for (o, v) in buf.as_mut_slice::<T>().iter_mut().zip(&points) {
-            *o = T::from_f64(*v);
-        }
-        let mut out = NDArray::new(
-            &[st.buf.n_points(), st.buf.n_signals()],
-            T::DATA_TYPE,
-            buf.freeze(),
-        )?;
-        out.unique_id = st.unique_id;
+        let epics_ts = EpicsTimeStamp::now();
+        let unique_id = st.unique_id;
         st.unique_id = st.unique_id.wrapping_add(1);
-        out.epics_ts = EpicsTimeStamp::now();
-        out.time_stamp = out.epics_ts.as_f64();
-        Ok(out)
+        let frame = |dims: &[usize], values: &[f64]| -> Result<NDArray, PluginError> {
+            let mut buf = ctx.alloc(values.len() * std::mem::size_of::<T>())?;
+            for (o, v) in buf.as_mut_slice::<T>().iter_mut().zip(values) {
+                *o = T::from_f64(*v);
+            }
+            let mut out = NDArray::new(dims, T::DATA_TYPE, buf.freeze())?;
+            out.unique_id = unique_id;
+            out.epics_ts = epics_ts;
+            out.time_stamp = epics_ts.as_f64();
+            Ok(out)
+        };
+        let mut outs = Vec::with_capacity(n_signals + 1);
+        outs.push((n_signals, frame(&[n_points, n_signals], &points)?));
+        for (s, series) in points.chunks_exact(n_points.max(1)).enumerate() {
+            outs.push((s, frame(&[n_points], series)?));
+        }
+        Ok(outs)
     }
 }
 
@@ -283,6 +298,11 @@ impl Plugin for TimeSeriesPlugin {
 
     fn params(&self) -> &'static [ParamDef] {
         self.own
+    }
+
+    /// Signal s on address s, the `[NTime, NSignals]` frame on address NSignals.
+    fn addresses(&self) -> usize {
+        self.max_signals + 1
     }
 
     fn param_changed(&self, p: &ParamStore, idx: usize, value: &ParamValue) {
@@ -365,8 +385,10 @@ impl Plugin for TimeSeriesPlugin {
             w.extend(self.status(&st));
         }
         if std::mem::take(&mut st.pending_output) {
-            let out = with_pixel_type!(input.data_type, T => Self::output::<T>(&mut st, ctx))?;
-            ctx.emit(out);
+            let outs = with_pixel_type!(input.data_type, T => Self::outputs::<T>(&mut st, ctx))?;
+            for (address, out) in outs {
+                ctx.emit_to(address, out);
+            }
         }
         drop(st);
         ctx.params.set_many(&w);

@@ -439,3 +439,58 @@ fn gather_inputs_rewire_at_run_time() {
     let err = g.put("G", "NDArrayPort_8", "X").unwrap_err().to_string();
     assert!(err.contains("loop"), "{err}");
 }
+
+/// Records the sizes of every frame it is given.
+#[derive(Default)]
+struct Shapes(Mutex<Vec<(i32, Vec<usize>)>>);
+
+impl Plugin for Shapes {
+    fn plugin_type(&self) -> &'static str {
+        "Shapes"
+    }
+    fn params(&self) -> &'static [ParamDef] {
+        &[]
+    }
+    fn process(&self, input: &Arc<NDArray>, _: &mut ProcessContext<'_>) -> Result<(), PluginError> {
+        self.0.lock().push((input.unique_id, input.sizes()));
+        Ok(())
+    }
+}
+
+#[test]
+fn gather_inputs_take_the_address_each_names() {
+    let g = graph(2);
+    add(
+        &g,
+        "STATS",
+        Arc::new(ndflow_plugins::stats::StatsPlugin::new()),
+        "DRV",
+        1000,
+    );
+    add(&g, "G", Arc::new(GatherPlugin::new()), "", 1000);
+    let sink = Arc::new(Shapes::default());
+    add(&g, "SINK", sink.clone(), "G", 10000);
+    g.put("G", "NDArrayPort_1", "STATS").unwrap();
+    g.put("G", "NDArrayPort_2", "STATS").unwrap();
+    // Input 2 takes the stats port's address 1 (its time-series points); NDArrayAddress_1 is
+    // NDArrayAddress.
+    g.put("G", "NDArrayAddress_2", 1).unwrap();
+    g.put("G", "NDArrayAddress", 0).unwrap();
+    assert_eq!(g.get("G", "NDArrayAddress_1").unwrap(), ParamValue::Int(0));
+    let mut subs = g.port("STATS").unwrap().subscriptions();
+    subs.sort();
+    assert_eq!(subs, vec![("G".into(), 0), ("G".into(), 1)]);
+    // An address the stats port does not publish is refused, naming both.
+    let err = g.put("G", "NDArrayAddress_3", 0).map(|_| ());
+    assert!(err.is_ok(), "no source yet: any address is kept");
+    let err = g.put("G", "NDArrayAddress_2", 2).unwrap_err().to_string();
+    assert!(
+        err.contains("'STATS'") && err.contains("address 2"),
+        "{err}"
+    );
+    acquire(&g, 20);
+    let seen = sink.0.lock().clone();
+    let images = seen.iter().filter(|(_, s)| *s == vec![8, 4]).count();
+    let points = seen.iter().filter(|(_, s)| *s == vec![23]).count();
+    assert_eq!((images, points, seen.len()), (20, 20, 40), "{seen:?}");
+}

@@ -50,7 +50,8 @@ fn fixed_length_fills_stops_and_emits_the_series() {
     let mut emitted = Vec::new();
     for k in 0..6 {
         let v = [k as f64, 10.0 * k as f64, -(k as f64)];
-        emitted.extend(h.process(frame(&[3], &v, 1.0 + k as f64)).expect("process"));
+        let input = Arc::new(frame(&[3], &v, 1.0 + k as f64));
+        emitted.extend(h.process_addressed(&input).expect("process"));
         let want = (k + 1).min(4) as f64;
         assert_eq!(h.get_f64("TSCurrentPoint"), want, "after frame {k}");
     }
@@ -65,15 +66,33 @@ fn fixed_length_fills_stops_and_emits_the_series() {
     assert_eq!(array(&h, "3:TimeSeries"), vec![0.0, -1.0, -2.0, -3.0]);
     assert_eq!(array(&h, "TSTimestamp"), vec![1.0, 2.0, 3.0, 4.0]);
     assert_eq!(array(&h, "TSTimeAxis").len(), 4);
-    // One output frame, [NTime, NSignals], each signal's series contiguous.
-    assert_eq!(emitted.len(), 1);
-    let out = &emitted[0];
-    assert_eq!(out.sizes(), vec![4, 3]);
-    assert_eq!(out.data_type, DataType::Float64);
+    // As ADCore: [NTime, NSignals] (each signal's series contiguous) on address NSignals,
+    // then signal s's [NTime] series on address s; one uniqueId for all.
+    let mut addresses: Vec<usize> = emitted.iter().map(|(a, _)| *a).collect();
+    addresses.sort();
+    assert_eq!(addresses, vec![0, 1, 2, 3]);
+    let at = |a: usize| &emitted.iter().find(|(x, _)| *x == a).expect("address").1;
+    let all = at(3);
+    assert_eq!(all.sizes(), vec![4, 3]);
+    assert_eq!(all.data_type, DataType::Float64);
     assert_eq!(
-        pixels::<f64>(out),
+        pixels::<f64>(all),
         vec![0.0, 1.0, 2.0, 3.0, 0.0, 10.0, 20.0, 30.0, 0.0, -1.0, -2.0, -3.0]
     );
+    let want = [
+        vec![0.0, 1.0, 2.0, 3.0],
+        vec![0.0, 10.0, 20.0, 30.0],
+        vec![0.0, -1.0, -2.0, -3.0],
+    ];
+    for (s, w) in want.iter().enumerate() {
+        let one = at(s);
+        assert_eq!(one.sizes(), vec![4], "signal {s}");
+        assert_eq!(one.data_type, DataType::Float64);
+        assert_eq!(&pixels::<f64>(one), w, "signal {s}");
+        assert_eq!(one.unique_id, all.unique_id);
+        assert_eq!(one.time_stamp, all.time_stamp);
+    }
+    assert_eq!(h.plugin.addresses(), 9, "MaxSignals 8: addresses 0..=8");
 }
 
 #[test]
@@ -90,16 +109,26 @@ fn two_d_inputs_carry_many_time_points() {
     assert_eq!(h.get_f64("TSRead"), 0.0);
     assert_eq!(array(&h, "1:TimeSeries"), vec![1.0, 2.0, 3.0, 4.0]);
     assert_eq!(array(&h, "2:TimeSeries"), vec![-1.0, -2.0, -3.0, -4.0]);
-    // The frame asked for by Read goes out with the next input, in the input's type.
-    let out = h
-        .process(frame(&[2, 1], &[5i32, -5], 6.0))
-        .expect("process");
-    assert_eq!(out.len(), 1);
-    assert_eq!(out[0].data_type, DataType::Int32);
-    assert_eq!(out[0].sizes(), vec![10, 2]);
-    let px = pixels::<i32>(&out[0]);
+    // The frames asked for by Read go out with the next input, in the input's type: two
+    // signals, so [10, 2] on address 2, each signal's [10] on its own address.
+    let input = Arc::new(frame(&[2, 1], &[5i32, -5], 6.0));
+    let mut out = h.process_addressed(&input).expect("process");
+    out.sort_by_key(|(a, _)| *a);
+    assert_eq!(out.len(), 3);
+    let (a, all) = &out[2];
+    assert_eq!(*a, 2);
+    assert_eq!(all.data_type, DataType::Int32);
+    assert_eq!(all.sizes(), vec![10, 2]);
+    let px = pixels::<i32>(all);
     assert_eq!(&px[..6], &[1.0, 2.0, 3.0, 4.0, 5.0, 0.0]);
     assert_eq!(&px[10..15], &[-1.0, -2.0, -3.0, -4.0, -5.0]);
+    for (s, (a, one)) in out[..2].iter().enumerate() {
+        assert_eq!(
+            (*a, one.sizes(), one.data_type),
+            (s, vec![10], DataType::Int32)
+        );
+        assert_eq!(pixels::<i32>(one), px[s * 10..(s + 1) * 10].to_vec());
+    }
 }
 
 #[test]

@@ -55,16 +55,33 @@ impl<P: Plugin> PluginHarness<P> {
         self.get(name).as_f64().unwrap_or(f64::NAN)
     }
 
-    /// Processes one frame and returns what the plugin emitted.
+    /// Processes one frame and returns what the plugin emitted on address 0.
     pub fn process(&self, frame: NDArray) -> Result<Vec<Arc<NDArray>>, PluginError> {
         self.process_arc(&Arc::new(frame))
     }
 
     pub fn process_arc(&self, frame: &Arc<NDArray>) -> Result<Vec<Arc<NDArray>>, PluginError> {
+        let out = self.process_addressed(frame)?;
+        Ok(out
+            .into_iter()
+            .filter(|(a, _)| *a == 0)
+            .map(|(_, f)| f)
+            .collect())
+    }
+
+    /// Processes one frame and returns what the plugin emitted on every address, as
+    /// (address, frame): address 0's frames first, then the others in emission order.
+    pub fn process_addressed(
+        &self,
+        frame: &Arc<NDArray>,
+    ) -> Result<Vec<(usize, Arc<NDArray>)>, PluginError> {
         let mut out = Vec::new();
         let pool = pool_of(frame, &self.pool);
         let mut ctx = ProcessContext::new(&self.params, &pool, &mut out);
         self.plugin.process(frame, &mut ctx)?;
-        Ok(out)
+        let others = ctx.take_addressed();
+        let mut all: Vec<(usize, Arc<NDArray>)> = out.into_iter().map(|f| (0, f)).collect();
+        all.extend(others);
+        Ok(all)
     }
 }

@@ -368,7 +368,7 @@ ndflow_core::params! {
         nd_array_port: string("NDArrayPort", "").doc("Source port name (re-wirable while running)"),
         nd_array_address: int32("NDArrayAddress", 0)
             .min(0.0)
-            .doc("Source address"),
+            .doc("Address of the source port whose arrays this port takes (0 = its main output; others as the source publishes them, e.g. a time series port's signals); an address the source does not publish is refused; re-wirable while running"),
         enable_callbacks: enable("EnableCallbacks", 1)
             .alarm_states(&[NO, MINOR])
             .doc("Accept arrays (a disabled plugin counts offers as DroppedDisabled)"),
