@@ -67,7 +67,7 @@ function connect(port) {
     const f = parseFrame(ev.data);
     if (!f) return;
     state.pending = f;
-    drawPending();
+    scheduleDraw();
   };
   ws.onclose = () => {
     if (state.ws === ws) setTimeout(() => connect(port), 1000);
@@ -100,17 +100,33 @@ function show(f) {
     state.fitted = key;
   }
   renderer.upload(f.pixels, f.width, f.height, f.colors);
+  // One pass over the pixels gives the histogram and, for UInt8/UInt16, exact percentiles.
+  const counts = updateHistogram(f);
   if ($("auto").checked) {
-    state.win = percentileWindow(f.pixels, +$("plo").value, +$("phi").value);
+    const [plo, phi] = [+$("plo").value, +$("phi").value];
+    state.win = counts ? countsWindow(counts, f.pixels instanceof Uint8Array ? 255 : 65535, plo, phi)
+      : percentileWindow(f.pixels, plo, phi);
     $("lo").value = state.win[0];
     $("hi").value = state.win[1];
   }
   render();
+  drawHistogram();
   updateProfile();
-  updateHistogram(f);
   state.drawn++;
   $("uid").textContent = f.uid;
   $("dims").textContent = `${f.fullWidth}×${f.fullHeight}` + (f.binX > 1 ? ` (bin ${f.binX})` : "") + ` ${["Int8", "UInt8", "Int16", "UInt16", "Int32", "UInt32", "Int64", "UInt64", "Float32", "Float64"][f.dtype]}` + (f.colors === 3 ? " RGB" : "");
+}
+
+// Frames are drawn at the display's pace: the newest one received, once per animation
+// frame (a hidden tab draws none, returns no credit, and the server stops sending).
+let drawScheduled = false;
+function scheduleDraw() {
+  if (drawScheduled) return;
+  drawScheduled = true;
+  requestAnimationFrame(() => {
+    drawScheduled = false;
+    drawPending();
+  });
 }
 
 // Draws the newest frame received and returns the credit for it; while paused the frame
@@ -182,7 +198,7 @@ function drawProfiles() {
   const f = state.frame, p = state.profile;
   const colours = CHANNEL_COLOURS[f && f.colors === 3 ? 1 : 0];
   for (const [id, lines, horizontal] of [["hprofile", p.row, true], ["vprofile", p.col, false]]) {
-    const cv = $(id), c = cv.getContext("2d"), w = cv.width, h = cv.height;
+    const cv = $(id), c = cv.getContext("2d", CANVAS_2D), w = cv.width, h = cv.height;
     c.fillStyle = "#111";
     c.fillRect(0, 0, w, h);
     if (!f || !lines.length) continue;
@@ -214,43 +230,73 @@ function drawProfiles() {
   }
 }
 
-// Histogram of every value of the frame shown (all three colours of an RGB frame), 256 bins
-// from its minimum to its maximum (integers: bins one value wide when the range is narrower).
-// Non-finite floats are counted apart.
+// Histogram of every value of the frame shown (all three colours of an RGB frame), at most
+// 256 bins from its minimum to its maximum (integers: bins one value wide when the range is
+// narrower). Non-finite floats are counted apart. Returns, for UInt8/UInt16, the count of
+// every value (reused between frames), from which the Auto window's percentiles are exact.
+let valueCounts = null;
 function updateHistogram(f) {
   const px = f.pixels;
-  let lo = Infinity, hi = -Infinity, nonFinite = 0;
+  const integer = px instanceof Uint8Array || px instanceof Uint16Array;
+  let lo = Infinity, hi = -Infinity, nonFinite = 0, counts = null, binWidth, nb;
+  if (integer) {
+    const size = px instanceof Uint8Array ? 256 : 65536;
+    if (!valueCounts || valueCounts.length !== size) valueCounts = new Uint32Array(size);
+    counts = valueCounts;
+    counts.fill(0);
+    for (let i = 0; i < px.length; i++) counts[px[i]]++;
+    lo = counts.findIndex((n) => n > 0);
+    for (hi = size - 1; hi > 0 && counts[hi] === 0; hi--);
+    if (lo < 0) { lo = 0; hi = 0; }
+    nb = Math.min(256, hi - lo + 1);
+    binWidth = (hi - lo + 1) / nb;
+    const bins = new Uint32Array(nb);
+    for (let v = lo; v <= hi; v++) bins[Math.min(nb - 1, Math.floor((v - lo) / binWidth))] += counts[v];
+    state.hist = { lo, hi, binWidth, counts: bins, total: px.length, nonFinite };
+    return counts;
+  }
   for (let i = 0; i < px.length; i++) {
     const v = px[i];
+    if (!Number.isFinite(v)) { nonFinite++; continue; }
     if (v < lo) lo = v;
     if (v > hi) hi = v;
   }
-  const integer = !(px instanceof Float32Array);
-  if (!integer) {
-    lo = Infinity; hi = -Infinity;
-    for (let i = 0; i < px.length; i++) {
-      const v = px[i];
-      if (!Number.isFinite(v)) { nonFinite++; continue; }
-      if (v < lo) lo = v;
-      if (v > hi) hi = v;
-    }
-  }
   if (!(hi >= lo)) { lo = 0; hi = 0; }
-  const nb = integer ? Math.min(256, hi - lo + 1) : 256;
-  const binWidth = integer ? (hi - lo + 1) / nb : (hi > lo ? (hi - lo) / nb : 1);
-  const counts = new Uint32Array(nb);
+  nb = 256;
+  binWidth = hi > lo ? (hi - lo) / nb : 1;
+  const bins = new Uint32Array(nb);
   for (let i = 0; i < px.length; i++) {
     const v = px[i];
-    if (!integer && !Number.isFinite(v)) continue;
+    if (!Number.isFinite(v)) continue;
     const k = Math.floor((v - lo) / binWidth);
-    counts[k < nb ? k : nb - 1]++;
+    bins[k < nb ? k : nb - 1]++;
   }
-  state.hist = { lo, hi, binWidth, counts, total: px.length - nonFinite, nonFinite };
-  drawHistogram();
+  state.hist = { lo, hi, binWidth, counts: bins, total: px.length - nonFinite, nonFinite };
+  return null;
+}
+
+// The percentile window from the count of every integer value, leaving out `bad` (the type's
+// saturated/no-data value), as percentileWindow does from a sample.
+function countsWindow(counts, bad, lowPct, highPct) {
+  const n = counts.reduce((a, b) => a + b, 0) - (counts[bad] || 0);
+  if (n <= 0) return [0, 1];
+  const at = (p) => {
+    const rank = Math.min(n - 1, Math.max(0, Math.round((p / 100) * (n - 1))));
+    let seen = 0;
+    for (let v = 0; v < counts.length; v++) {
+      if (v === bad) continue;
+      seen += counts[v];
+      if (seen > rank) return v;
+    }
+    return counts.length - 1;
+  };
+  let lo = at(lowPct), hi = at(highPct);
+  if (hi <= lo) hi = lo + 1;
+  return [lo, hi];
 }
 
 function drawHistogram() {
-  const cv = $("hist"), c = cv.getContext("2d"), w = cv.width, h = cv.height, hs = state.hist;
+  const cv = $("hist"), c = cv.getContext("2d", CANVAS_2D), w = cv.width, h = cv.height, hs = state.hist;
   c.fillStyle = "#111";
   c.fillRect(0, 0, w, h);
   if (!hs) return;
@@ -328,7 +374,7 @@ function drawShapes(c) {
 }
 
 function drawOverlay() {
-  const c = overlay.getContext("2d");
+  const c = overlay.getContext("2d", CANVAS_2D);
   c.clearRect(0, 0, overlay.width, overlay.height);
   drawShapes(c);
   c.lineWidth = 1.5;
@@ -651,7 +697,7 @@ $("tab-pipeline").onclick = () => tab("pipeline");
 
 // For scripts and tests: the state, and image <-> canvas coordinates.
 window.ndviewer = {
-  state, valueAt, toCanvas, toImage, npyBytes, tab, colormapLut, setProfilePoint, overlayColour,
+  state, valueAt, toCanvas, toImage, npyBytes, tab, colormapLut, setProfilePoint, overlayColour, countsWindow,
   setWindow(lo, hi) { $("auto").checked = false; state.win = [lo, hi]; $("lo").value = lo; $("hi").value = hi; render(); drawHistogram(); },
   setColormap(name) { $("cmap").value = name; renderer.setColormap(name); render(); },
 };

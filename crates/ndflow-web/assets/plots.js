@@ -1,6 +1,11 @@
 // Small time-series plots on 2-D canvases (no library) and the pipeline table.
 "use strict";
 
+// The page's 2-D canvases (plots, profiles, histogram, the overlay) are drawn in software:
+// small, redrawn every frame, and without a GPU (SwiftShader) an accelerated 2-D canvas
+// costs more than it saves.
+const CANVAS_2D = { willReadFrequently: true };
+
 class TimePlot {
   constructor(parent, title, maxPoints = 300) {
     this.title = title;
@@ -22,7 +27,7 @@ class TimePlot {
   }
 
   draw() {
-    const c = this.canvas.getContext("2d"), w = this.canvas.width, h = this.canvas.height;
+    const c = this.canvas.getContext("2d", CANVAS_2D), w = this.canvas.width, h = this.canvas.height;
     c.fillStyle = "#111";
     c.fillRect(0, 0, w, h);
     const pts = this.points;
