@@ -3,7 +3,8 @@ SIMPLON REST, but Stream2Port points at a pyzmq PUSH replayer (python/tools/eige
 sending series made by eiger_peer.make_v2_series (three channels, uint8/uint16/uint32, bslz4 and
 lz4). Every NDArray, seen by a p4p monitor on a `pva` plugin port, equals the generator's array
 for its channel (decompressed) or carries the detector's bytes with ADEiger's codec name
-(pass-through), with ThresholdNumber / ThresholdEnergy. Bad messages in the middle of a series
+(pass-through), with ThresholdNumber / ThresholdEnergy; a second `pva` port on the driver's
+address 2 sees the second channel only. Bad messages in the middle of a series
 are counted and named while the good frames still arrive. Loopback only.
 
 ManualTrigger = Enable keeps tickit from taking images (its own stream has no reader here).
@@ -69,6 +70,14 @@ name = "PVA1"
 type = "pva"
 prefix = "Pva1:"
 NDArrayPort = "EIG1"
+BlockingCallbacks = "Yes"
+
+[[port]]
+name = "PVA2"
+type = "pva"
+prefix = "Pva2:"
+NDArrayPort = "EIG1"
+NDArrayAddress = 2
 BlockingCallbacks = "Yes"
 """
     ioc = NdflowIoc(ndflow_bin_path(), tmp, config)
@@ -187,6 +196,50 @@ def test_golden_v2_three_channels(rig, dtype, codec, decompress_on):
                 raw = decompress(body, "lz4", elem_size=np.dtype(dtype).itemsize)
             np.testing.assert_array_equal(np.frombuffer(raw, dtype).reshape(H, W), want)
             assert v["uncompressedSize"] == want.nbytes
+
+
+def test_channel_n_also_on_address_n_plus_1(rig):
+    """As ADEiger: every frame on address 0, channel n (0-based) also on address n + 1, so the
+    port with NDArrayAddress = 2 sees threshold_2 only, every image of it."""
+    ioc = rig[0]
+    n = 3
+    msgs, expected = make_v2_series(channels=CHANNELS, dtype="uint16", codec="lz4", nimages=n,
+                                    height=H, width=W, series_id=11, seed=7)
+    got, first = queue.Queue(), []
+
+    def cb(v):
+        if not first:  # the last array published before this series, if any
+            first.append(v)
+            return
+        got.put(v)
+
+    before = int(ioc.ctx.get(P + "Pva2:ArrayCounter_RBV"))
+    sub = ioc.raw.monitor(P + "Pva2:Image", cb, request="record[pipeline=true,queueSize=16]")
+    try:
+        deadline = time.monotonic() + 5
+        while not first and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not first:
+            first.append(None)
+        arrays = run_series(rig, msgs, n, True, n * len(CHANNELS))
+        assert len(arrays) == n * len(CHANNELS), counters(ioc)
+        ioc.wait_for(P + "Pva2:ArrayCounter_RBV", lambda v: v == before + n)
+        time.sleep(0.2)
+    finally:
+        sub.close()
+    second = []
+    while not got.empty():
+        second.append(got.get())
+    assert len(second) == n, [attrs(v) for v in second]
+    for image, v in enumerate(second):
+        assert attrs(v)["ThresholdNumber"] == 2
+        assert attrs(v)["ThresholdEnergy"] == ENERGY["threshold_2"]
+        np.testing.assert_array_equal(np.asarray(v["value"]).reshape(H, W),
+                                      expected[image]["threshold_2"])
+    # The driver publishes addresses 0..9: 10 is refused, naming the port.
+    with pytest.raises(Exception) as e:
+        ioc.ctx.put(P + "Pva2:NDArrayAddress", 10)
+    assert "EIG1" in str(e.value) and "address 10" in str(e.value), str(e.value)
 
 
 def _bad(kind, good_image):

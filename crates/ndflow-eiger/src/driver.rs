@@ -2,6 +2,11 @@
 //! says, receives the series over Stream v1 or v2 and disarms at its end; the detector times
 //! the frames, so the acquisition thread only hands on what arrives.
 //!
+//! Addresses (ADEiger's): every frame goes to address 0; a series of several channels
+//! (Stream v2: `threshold_1`, `threshold_2`, `difference`) sends channel n (0-based, in the
+//! series' channel order) also to address n + 1, so a plugin with `NDArrayAddress = 2` takes
+//! the second channel only. One channel (Stream v1, or v2 with one threshold): address 1.
+//!
 //! Threads: the receive thread (ZeroMQ, headers decoded, pixels untouched), the decode
 //! workers (decompression or pass-through copies, results in arrival order), a trigger
 //! thread while internal triggers run, the control thread (settings and status over REST),
@@ -50,6 +55,10 @@ const EVENT_BUDGET: usize = 64;
 const COUNTER_PERIOD: Duration = Duration::from_millis(100);
 /// REST timeout for ordinary requests.
 const REST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Addresses the port publishes on, as ADEiger's but for its address 10 (the monitor image,
+/// not served here): every frame on 0, and the image's channel n (0-based, in the series'
+/// channel order: `threshold_1`, `threshold_2`, `difference`, …) also on n + 1.
+pub const ADDRESSES: usize = 10;
 /// After the internal triggers return (the detector says the series is taken), how long
 /// to wait for its last images before disarming.
 const TAIL_GRACE: Duration = Duration::from_secs(3);
@@ -86,7 +95,10 @@ pub struct EigerDriver {
     p2: Option<Eiger2Params>,
     simplon: Simplon,
     /// Started with the first acquisition (a port built only to list its parameters has none).
-    decoder: Option<Ordered<Result<NDArray, MakeError>>>,
+    /// Each result carries the address its frame also goes to (channel n: n + 1).
+    decoder: Option<Ordered<(usize, Result<NDArray, MakeError>)>>,
+    /// The address besides 0 of the frame `acquire` returned last ([`Driver::also_on`]).
+    last_address: Option<usize>,
     control: Option<Control>,
     /// The stream socket, connected from the first acquisition on and kept (as ADEiger
     /// keeps it while DataSource is Stream): a PUSH peer that comes and goes per series
@@ -113,6 +125,7 @@ impl EigerDriver {
             ends,
             simplon,
             decoder: None,
+            last_address: None,
             control: None,
             rx: None,
             run: None,
@@ -315,21 +328,25 @@ impl EigerDriver {
             let Some(decoder) = self.decoder.as_mut() else {
                 return;
             };
+            // ADEiger: channel n of the image also on address n + 1 (one channel: 1).
+            let address = n + 1;
             decoder.submit(move || {
-                let mut a = make_array(&frame, output, &pool)?;
-                for attr in attrs {
-                    a.set_attribute(attr);
-                }
-                match stamp {
-                    Some(ts) if ts_source => {
-                        a.epics_ts = ts;
-                        a.time_stamp = ts.as_f64();
+                let made = make_array(&frame, output, &pool).map(|mut a| {
+                    for attr in attrs {
+                        a.set_attribute(attr);
                     }
-                    // The detector's clock was asked for but this image has no date.
-                    _ if ts_source => a.stamp_now(),
-                    _ => {}
-                }
-                Ok(a)
+                    match stamp {
+                        Some(ts) if ts_source => {
+                            a.epics_ts = ts;
+                            a.time_stamp = ts.as_f64();
+                        }
+                        // The detector's clock was asked for but this image has no date.
+                        _ if ts_source => a.stamp_now(),
+                        _ => {}
+                    }
+                    a
+                });
+                (address, made)
             });
         }
     }
@@ -600,6 +617,14 @@ impl Driver for EigerDriver {
         true
     }
 
+    fn addresses(&self) -> usize {
+        ADDRESSES
+    }
+
+    fn also_on(&self, _frame: &NDArray) -> Option<usize> {
+        self.last_address
+    }
+
     fn keeps_timestamp(&self) -> bool {
         self.run.as_ref().is_some_and(|r| r.ts_source)
     }
@@ -652,15 +677,16 @@ impl EigerDriver {
         self.decoder.as_ref().map_or(0, Ordered::in_flight)
     }
 
-    fn next_done(&mut self, timeout: Duration) -> Option<Result<NDArray, MakeError>> {
+    fn next_done(&mut self, timeout: Duration) -> Option<(usize, Result<NDArray, MakeError>)> {
         self.decoder.as_mut()?.next(timeout)
     }
 
     fn deliver(
         &mut self,
-        res: Result<NDArray, MakeError>,
+        (address, res): (usize, Result<NDArray, MakeError>),
         params: &ParamStore,
     ) -> Result<NDArray, DriverError> {
+        self.last_address = res.is_ok().then_some(address);
         match res {
             Ok(a) => {
                 // While frames flow, the counters follow at the pace the runtime publishes.
