@@ -71,13 +71,7 @@ SCREEN_R = {
 # Channels of these screens the IOC does not serve yet, by channel (macros unexpanded), with
 # why. The test fails on any other channel that does not connect, and when a listed one starts
 # connecting (remove it here: the list only shrinks).
-LINK = ("a link field (DBF_INLINK) of NDOverlayN.template's closed-loop longout, which makes the "
-        "overlay follow another PV (e.g. a Stats centroid): ndflow serves the record's value "
-        "but neither the .DOL field nor database links")
-SCREEN_GAPS = {
-    f"$(P)$(R){xy}Link.DOL": LINK
-    for xy in ("PositionX", "PositionY", "CenterX", "CenterY", "SizeX", "SizeY", "WidthX", "WidthY")
-}
+SCREEN_GAPS = {}
 
 
 def config(tmp):

@@ -39,6 +39,8 @@ pub enum AlarmStatus {
     Lolo = 5,
     Low = 6,
     State = 7,
+    /// A link record's input link cannot be read (its PV is not found or went away).
+    Link = 14,
 }
 
 impl AlarmStatus {
@@ -50,6 +52,7 @@ impl AlarmStatus {
             AlarmStatus::Lolo => "LOLO",
             AlarmStatus::Low => "LOW",
             AlarmStatus::State => "STATE",
+            AlarmStatus::Link => "LINK",
         }
     }
 }

@@ -164,6 +164,9 @@ pub struct ParamDef {
     pub high_limit_from: Option<&'static str>,
     /// Computed from other parameters of the port ([`Derive`]).
     pub derive: Derive,
+    /// Its setpoint is a link record: its `.DOL` names a PV (or a constant) whose value it
+    /// takes on each change while `.OMSL` is `closed_loop` (an Overlay's `PositionXLink`).
+    pub input_link: bool,
 }
 
 impl ParamDef {
@@ -183,6 +186,7 @@ impl ParamDef {
             alarm: AlarmRule::None,
             high_limit_from: None,
             derive: Derive::None,
+            input_link: false,
         }
     }
     pub const fn int32(name: &'static str, default: i32) -> ParamDef {
@@ -333,6 +337,11 @@ impl ParamDef {
     /// Served as a char waveform (a string that may exceed 40 characters).
     pub const fn long_string(mut self) -> ParamDef {
         self.record = RecordHint::LongString;
+        self
+    }
+    /// A link record ([`ParamDef::input_link`]).
+    pub const fn input_link(mut self) -> ParamDef {
+        self.input_link = true;
         self
     }
     /// Served as mbbo/mbbi even with two choices ([`RecordHint::Mbb`]).

@@ -31,6 +31,7 @@ use rustfft::{FftDirection, FftPlanner};
 ndflow_core::params! {
     pub const FFT_PARAMS, pub struct FftParams {
         fft_time_per_point_link: float64("FFTTimePerPointLink", 0.1)
+            .input_link()
             .doc("Input link for FFTTimePerPoint: a write is copied to FFTTimePerPoint"),
         fft_time_per_point: float64("FFTTimePerPoint", 0.1).doc("Time between input points (s)"),
         fft_time_axis: array("FFTTimeAxis", DataType::Float64).doc("Time of each input point"),

@@ -25,15 +25,15 @@ impl CaFieldPvs {
         let (rec, field) = name.rsplit_once('.')?;
         let f = RecordField::parse(field)?;
         let entry = dir.find(rec)?;
-        if !f.serves(dir.entry(entry)?.record) {
+        if !dir.has_field(entry, f) {
             return None;
         }
         let mut made = self.made.lock();
         if let Some(pv) = made.get(name) {
             // Written meanwhile over pvAccess: show the value now.
-            let now = dir.field(entry, f);
-            if current(pv) != Some(now) {
-                post(pv, f, now);
+            let now = value(dir, entry, f);
+            if pv.get().0 != now {
+                pv.post(now);
             }
             return Some(pv.clone());
         }
@@ -46,10 +46,11 @@ impl CaFieldPvs {
 type Made = Weak<Mutex<HashMap<String, CaPv>>>;
 
 fn make(dir: &Arc<PvDirectory>, entry: usize, f: RecordField, rec: &str, made: Made) -> CaPv {
-    let (native, value) = match f.kind() {
+    let (native, initial) = match f.kind() {
         FieldKind::UChar => (NativeType::Char, CaValue::Char(vec![0])),
         FieldKind::Short => (NativeType::Short, CaValue::Short(vec![0])),
         FieldKind::Long => (NativeType::Long, CaValue::Long(vec![0])),
+        FieldKind::Text => (NativeType::String, CaValue::String(String::new())),
         FieldKind::Menu(_) => (NativeType::Enum, CaValue::Enum(0)),
     };
     let mut meta = PvMeta::scalar(native);
@@ -61,20 +62,16 @@ fn make(dir: &Arc<PvDirectory>, entry: usize, f: RecordField, rec: &str, made: M
         meta.record_type = e.record.name().to_string();
     }
     meta.writable = f.writable();
-    let pv = CaPv::new(meta, value);
-    post(&pv, f, dir.field(entry, f));
+    let pv = CaPv::new(meta, initial);
+    pv.post(value(dir, entry, f));
     if !f.writable() {
         return pv;
     }
     let weak: Weak<PvDirectory> = Arc::downgrade(dir);
     let prefix = format!("{rec}.");
-    pv.with_put_handler(move |pv, value, completion| {
+    pv.with_put_handler(move |pv, put, completion| {
         let Some(dir) = weak.upgrade() else {
             return completion.fail("the IOC is shutting down".into());
-        };
-        let v = match as_int(f, &value) {
-            Ok(v) => v,
-            Err(m) => return completion.fail(m),
         };
         let who = completion.client().map(|(host, user)| ClientInfo {
             host: host.to_string(),
@@ -84,50 +81,46 @@ fn make(dir: &Arc<PvDirectory>, entry: usize, f: RecordField, rec: &str, made: M
         let wait = completion.is_notify();
         let (pv, dir2) = (pv.clone(), Arc::downgrade(&dir));
         let (made, prefix) = (made.clone(), prefix.clone());
-        dir.put_field(
-            entry,
-            f,
-            v,
-            who.as_ref(),
-            wait,
-            Box::new(move |r| {
-                if let Some(d) = dir2.upgrade() {
-                    post(&pv, f, d.field(entry, f));
-                    // An asyn trace bit and its mask are views of one value.
-                    if let (RecordField::Asyn(_), Some(made)) = (f, made.upgrade()) {
-                        for (name, other) in made.lock().iter() {
-                            let g = name.strip_prefix(&prefix).and_then(RecordField::parse);
-                            if let Some(g @ RecordField::Asyn(_)) = g {
-                                post(other, g, d.field(entry, g));
-                            }
+        let done: crate::pvdir::PutDone = Box::new(move |r| {
+            if let Some(d) = dir2.upgrade() {
+                pv.post(value(&d, entry, f));
+                // An asyn trace bit and its mask are views of one value.
+                if let (RecordField::Asyn(_), Some(made)) = (f, made.upgrade()) {
+                    for (name, other) in made.lock().iter() {
+                        let g = name.strip_prefix(&prefix).and_then(RecordField::parse);
+                        if let Some(g @ RecordField::Asyn(_)) = g {
+                            other.post(value(&d, entry, g));
                         }
                     }
                 }
-                match r {
-                    Ok(()) => completion.done(),
-                    Err(m) => completion.fail(m),
-                }
-            }),
-        );
+            }
+            match r {
+                Ok(()) => completion.done(),
+                Err(m) => completion.fail(m),
+            }
+        });
+        if f.kind() == FieldKind::Text {
+            return match put {
+                CaValue::String(text) => dir.put_field_text(entry, f, &text, who.as_ref(), done),
+                _ => done(Err(format!("a put to .{} needs a string", f.name()))),
+            };
+        }
+        match as_int(f, &put) {
+            Ok(v) => dir.put_field(entry, f, v, who.as_ref(), wait, done),
+            Err(m) => done(Err(m)),
+        }
     })
 }
 
-fn post(pv: &CaPv, f: RecordField, v: i64) {
-    pv.post(match f.kind() {
+/// The field's value now, as it travels.
+fn value(dir: &PvDirectory, entry: usize, f: RecordField) -> CaValue {
+    let v = dir.field(entry, f);
+    match f.kind() {
+        FieldKind::Text => CaValue::String(dir.field_text(entry, f)),
         FieldKind::UChar => CaValue::Char(vec![v.clamp(0, 255) as u8]),
         FieldKind::Short => CaValue::Short(vec![v.clamp(i16::MIN as i64, i16::MAX as i64) as i16]),
         FieldKind::Long => CaValue::Long(vec![v.clamp(i32::MIN as i64, i32::MAX as i64) as i32]),
         FieldKind::Menu(_) => CaValue::Enum(v.clamp(0, u16::MAX as i64) as u16),
-    });
-}
-
-fn current(pv: &CaPv) -> Option<i64> {
-    match pv.get().0 {
-        CaValue::Char(b) => b.first().map(|x| i64::from(*x)),
-        CaValue::Short(x) => x.first().map(|x| i64::from(*x)),
-        CaValue::Long(x) => x.first().map(|x| i64::from(*x)),
-        CaValue::Enum(i) => Some(i64::from(i)),
-        _ => None,
     }
 }
 

@@ -31,6 +31,7 @@ pub mod pv_attrs;
 pub mod pv_cmd;
 pub mod pva;
 pub mod pvdir;
+pub mod links;
 pub mod record_fields;
 pub mod reference;
 pub mod registry;

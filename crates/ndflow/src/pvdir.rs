@@ -34,12 +34,13 @@ use std::time::Duration;
 
 use ndflow_core::{
     Access as ParamAccess, Alarm, AlarmRule, AlarmStatus, ParamDef, ParamKind, ParamStore,
-    ParamValue, RecordHint,
+    ParamValue, RecordHint, Severity,
 };
 use ndflow_runtime::{Graph, GraphError};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::access::{AccessRules, Rights};
+use crate::links::{LinkHost, Links, Target};
 use crate::put_log::PutLog;
 use crate::record_fields::{RecordField, RecordFields};
 
@@ -218,6 +219,8 @@ struct Waiter {
 #[derive(Default)]
 struct Pending {
     queue: Vec<usize>,
+    /// Posted slots that links follow: the publisher applies them to the links.
+    follow: Vec<usize>,
     stop: bool,
 }
 
@@ -242,6 +245,10 @@ pub struct PvDirectory {
     limit_followers: Vec<Vec<usize>>,
     /// Every PV's SCAN, DISA, … ([`RecordFields`]).
     fields: RecordFields,
+    /// The link records' `.DOL`/`.OMSL` ([`Links`]).
+    links: Links,
+    /// Itself, for the link watchers.
+    me: std::sync::OnceLock<Weak<PvDirectory>>,
 }
 
 impl PvDirectory {
@@ -315,9 +322,18 @@ impl PvDirectory {
             let writable = slots.get(e.slot).is_some_and(|s| s.def.writable());
             !(e.face == Face::Setpoint && writable)
         }));
+        let links = Links::new(
+            slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.def.input_link)
+                .map(|(i, _)| i),
+        );
         let dir = Arc::new(PvDirectory {
             limit_followers,
             fields,
+            links,
+            me: std::sync::OnceLock::new(),
             entries,
             by_name,
             slots,
@@ -329,6 +345,7 @@ impl PvDirectory {
             posting: Mutex::new(()),
             put_log: RwLock::new(Arc::new(PutLog::log_only())),
         });
+        let _ = dir.me.set(Arc::downgrade(&dir));
         dir.listen();
         Ok(dir)
     }
@@ -484,6 +501,12 @@ impl PvDirectory {
         let (Some(e), Some(s)) = (self.entries.get(entry), self.slot_of(entry)) else {
             return Alarm::NONE;
         };
+        if e.face == Face::Setpoint && self.links.get(e.slot).is_some_and(|l| l.broken()) {
+            return Alarm {
+                severity: Severity::Invalid,
+                status: AlarmStatus::Link,
+            };
+        }
         if matches!(s.def.alarm, AlarmRule::None) {
             return Alarm::NONE;
         }
@@ -736,6 +759,10 @@ impl PvDirectory {
             for sink in &sinks {
                 sink(slot, &v);
             }
+            if self.links.is_followed(slot) {
+                self.pending.0.lock().follow.push(slot);
+                self.pending.1.notify_one();
+            }
         }
     }
 
@@ -753,9 +780,103 @@ impl PvDirectory {
         self.fields.is_open(entry)
     }
 
-    /// The value of field `f` of `entry`.
+    /// The value of field `f` of `entry` (`.OMSL` of a link record: 1 closed_loop).
     pub fn field(&self, entry: usize, f: RecordField) -> i64 {
+        if f == RecordField::Omsl {
+            let link = self.entries.get(entry).and_then(|e| self.links.get(e.slot));
+            return link.map_or(0, |l| i64::from(l.closed_loop()));
+        }
         self.fields.get(entry, f)
+    }
+
+    /// Whether `entry` has field `f`: the asyn fields are an asyn record's, `.DOL`/`.OMSL`
+    /// a link record's setpoint's; the rest every record's.
+    pub fn has_field(&self, entry: usize, f: RecordField) -> bool {
+        let Some(e) = self.entries.get(entry) else {
+            return false;
+        };
+        match f {
+            RecordField::Dol | RecordField::Omsl => {
+                e.face == Face::Setpoint && self.links.is_link(e.slot)
+            }
+            _ => f.serves(e.record),
+        }
+    }
+
+    /// A text field's value (`.DOL`).
+    pub fn field_text(&self, entry: usize, f: RecordField) -> String {
+        match f {
+            RecordField::Dol => self
+                .entries
+                .get(entry)
+                .and_then(|e| self.links.get(e.slot))
+                .map_or_else(String::new, |l| l.dol()),
+            _ => self.field(entry, f).to_string(),
+        }
+    }
+
+    /// A client's write of `text` to the text field `f` (`.DOL`) of `entry`: the link then
+    /// reads what it names (a PV of this IOC or another's, or a constant) and takes its
+    /// value now. `client`: as for [`Self::put`].
+    pub fn put_field_text(
+        &self,
+        entry: usize,
+        f: RecordField,
+        text: &str,
+        client: Option<&ClientInfo>,
+        done: PutDone,
+    ) {
+        let Some(e) = self.entries.get(entry).filter(|_| self.has_field(entry, f)) else {
+            return done(Err("no such field".into()));
+        };
+        let name = format!("{}.{}", e.name, f.name());
+        if let Some(c) = client.filter(|c| self.rights(&name, c) < Rights::Write) {
+            return done(Err(format!(
+                "no write access to '{name}' for {}@{}",
+                c.user, c.host
+            )));
+        }
+        let old = self.field_text(entry, f);
+        let me = self.me.get().cloned().unwrap_or_default();
+        let host: Weak<dyn LinkHost> = me;
+        let resolve = |n: &str| {
+            self.find(n)
+                .and_then(|x| self.entries.get(x))
+                .map(|x| x.slot)
+        };
+        match self.links.set_dol(e.slot, text, resolve, host) {
+            Ok(target) => {
+                self.put_log
+                    .read()
+                    .clone()
+                    .record_text(&name, client, &old, text.trim());
+                match target {
+                    Target::Constant(x) => self.apply_link(e.slot, x),
+                    Target::Internal(src) => self.follow_links_of(src, &[e.slot]),
+                    _ => {}
+                }
+                self.post_now(e.slot);
+                done(Ok(()))
+            }
+            Err(m) => done(Err(format!("{name}: {m}"))),
+        }
+    }
+
+    /// Applies each posted source slot's value to the closed-loop links following it.
+    fn follow_links(&self, sources: &[usize]) {
+        for &src in sources {
+            let links = self.links.follow(src);
+            self.follow_links_of(src, &links);
+        }
+    }
+
+    fn follow_links_of(&self, src: usize, links: &[usize]) {
+        let Some(x) = self.slots.get(src).and_then(|s| s.value().as_f64()) else {
+            return;
+        };
+        for &l in links {
+            self.apply_link(l, x);
+        }
     }
 
     /// A client's write of `v` to field `f` of `entry`: PROC processes the record (an
@@ -780,7 +901,20 @@ impl PvDirectory {
                 c.user, c.host
             )));
         }
-        let old = self.fields.get(entry, f);
+        if !self.has_field(entry, f) {
+            return done(Err(format!("'{name}' is not a field of this record")));
+        }
+        let old = self.field(entry, f);
+        if f == RecordField::Omsl {
+            let r = self.links.set_omsl(e.slot, v);
+            if r.is_ok() {
+                self.log_field_put(&name, client, old, v);
+            }
+            return done(r.map_err(|m| format!("{name}: {m}")));
+        }
+        if f == RecordField::Dol {
+            return done(Err(format!("{name} takes a PV name (text)")));
+        }
         if f != RecordField::Proc {
             let r = self.fields.set(entry, f, v);
             if r.is_ok() {
@@ -836,7 +970,7 @@ impl PvDirectory {
                             }
                         }
                     }
-                    if !g.queue.is_empty() {
+                    if !g.queue.is_empty() || !g.follow.is_empty() {
                         break;
                     }
                     if self.fields.any_periodic() {
@@ -853,6 +987,9 @@ impl PvDirectory {
                 self.post_held(&batch, true);
             }
             batch.clear();
+            // Links to what was just posted, outside `posting` (their puts post too).
+            let follow = std::mem::take(&mut self.pending.0.lock().follow);
+            self.follow_links(&follow);
             std::thread::sleep(POST_INTERVAL);
         }
     }
@@ -885,6 +1022,31 @@ impl PvDirectory {
 }
 
 /// For every slot, the slots of its port whose high limit follows it.
+impl LinkHost for PvDirectory {
+    fn apply_link(&self, slot: usize, value: f64) {
+        let (Some(s), Some(graph)) = (self.slots.get(slot), self.graph.upgrade()) else {
+            return;
+        };
+        // EPICS converts a double to an integer field by truncation.
+        let v = match s.def.kind {
+            ParamKind::Float64 => ParamValue::Float(value),
+            _ if value.is_finite() => ParamValue::Int(value.trunc() as i64),
+            _ => return,
+        };
+        if s.value() == v {
+            return;
+        }
+        if let Err(e) = self.put_and_post(&graph, s, v) {
+            tracing::debug!("link {}.{}: {e}", s.port, s.def.name);
+        }
+        self.post_now(slot);
+    }
+
+    fn link_alarm_changed(&self, slot: usize) {
+        self.post_now(slot);
+    }
+}
+
 fn limit_followers(slots: &[ParamSlot]) -> Vec<Vec<usize>> {
     let mut out = vec![Vec::new(); slots.len()];
     for (i, s) in slots.iter().enumerate() {

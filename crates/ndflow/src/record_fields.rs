@@ -58,6 +58,10 @@ pub enum RecordField {
     Disv,
     Udf,
     Tse,
+    /// A link record's input link (text: a PV name or a constant; [`crate::links`]).
+    Dol,
+    /// A link record's output mode select (supervisory, closed_loop).
+    Omsl,
     /// A field of an `asyn` record only ([`crate::asyn_fields`]).
     Asyn(AsynField),
 }
@@ -77,12 +81,22 @@ impl RecordField {
         RecordField::ALL
             .into_iter()
             .find(|f| f.name() == s)
+            .or(match s {
+                "DOL" => Some(RecordField::Dol),
+                "OMSL" => Some(RecordField::Omsl),
+                _ => None,
+            })
             .or_else(|| AsynField::parse(s).map(RecordField::Asyn))
     }
 
-    /// Whether a record of type `r` has this field.
+    /// Whether a record of type `r` has this field (`.DOL`/`.OMSL`: only link records, which
+    /// [`crate::pvdir::PvDirectory::has_field`] knows).
     pub fn serves(self, r: RecordType) -> bool {
-        !matches!(self, RecordField::Asyn(_)) || r == RecordType::Helper("asyn")
+        match self {
+            RecordField::Asyn(_) => r == RecordType::Helper("asyn"),
+            RecordField::Dol | RecordField::Omsl => false,
+            _ => true,
+        }
     }
 
     pub fn name(self) -> &'static str {
@@ -93,6 +107,8 @@ impl RecordField {
             RecordField::Disv => "DISV",
             RecordField::Udf => "UDF",
             RecordField::Tse => "TSE",
+            RecordField::Dol => "DOL",
+            RecordField::Omsl => "OMSL",
             RecordField::Asyn(a) => a.name(),
         }
     }
@@ -108,6 +124,8 @@ impl RecordField {
         match self {
             RecordField::Proc | RecordField::Udf => FieldKind::UChar,
             RecordField::Scan => FieldKind::Menu(&SCAN_MENU),
+            RecordField::Dol => FieldKind::Text,
+            RecordField::Omsl => FieldKind::Menu(&crate::links::OMSL_MENU),
             RecordField::Asyn(a) => match a.kind() {
                 AsynKind::Menu(m) => FieldKind::Menu(m),
                 AsynKind::Long => FieldKind::Long,
@@ -123,6 +141,8 @@ pub enum FieldKind {
     UChar,
     Short,
     Long,
+    /// A string (DBF_STRING, or a link field's text).
+    Text,
     Menu(&'static [&'static str]),
 }
 
@@ -183,7 +203,11 @@ impl RecordFields {
             return 0;
         };
         match f {
-            RecordField::Proc | RecordField::Udf | RecordField::Tse => 0,
+            RecordField::Proc
+            | RecordField::Udf
+            | RecordField::Tse
+            | RecordField::Dol
+            | RecordField::Omsl => 0,
             RecordField::Scan => x.scan.load(Ordering::Relaxed) as i64,
             RecordField::Disa => x.disa.load(Ordering::Relaxed) as i64,
             RecordField::Disv => x.disv.load(Ordering::Relaxed) as i64,
@@ -233,7 +257,11 @@ impl RecordFields {
                 self.asyn.set(e, a, v)?;
                 x.force.store(true, Ordering::Release);
             }
-            RecordField::Proc | RecordField::Udf | RecordField::Tse => {
+            RecordField::Proc
+            | RecordField::Udf
+            | RecordField::Tse
+            | RecordField::Dol
+            | RecordField::Omsl => {
                 return Err(format!(".{} cannot be stored", f.name()));
             }
         }

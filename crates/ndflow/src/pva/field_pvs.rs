@@ -36,8 +36,7 @@ impl FieldPvs {
     pub fn lookup(&self, dir: &Arc<PvDirectory>, name: &str) -> Option<SharedPv> {
         let (rec, field) = name.rsplit_once('.')?;
         let entry = dir.find(rec)?;
-        let own = RecordField::parse(field)
-            .filter(|f| dir.entry(entry).is_some_and(|e| f.serves(e.record)));
+        let own = RecordField::parse(field).filter(|f| dir.has_field(entry, *f));
         if own.is_none() && !DERIVED.contains(&field) {
             return None;
         }
@@ -65,6 +64,7 @@ impl FieldPvs {
 fn own_value(dir: &PvDirectory, entry: usize, f: RecordField) -> (FieldDesc, Value) {
     let v = dir.field(entry, f);
     match f.kind() {
+        FieldKind::Text => scalar(ScalarType::String, Value::String(dir.field_text(entry, f))),
         FieldKind::Menu(m) => (nt::enumeration::desc(), nt::enumeration::value(v as i32, m)),
         FieldKind::UChar => scalar(ScalarType::U8, Value::U8(v.clamp(0, 255) as u8)),
         FieldKind::Short => scalar(
@@ -144,36 +144,35 @@ fn writable(
         let Some(dir) = weak.upgrade() else {
             return reply.done(Err("the IOC is shutting down".into()));
         };
-        let v = match put_number(&desc, value, f) {
-            Ok(v) => v,
-            Err(m) => return reply.done(Err(m)),
-        };
         let who = super::param_pvs::client_info(client);
         let wait = reply.wants_completion();
         let (pv, dir2) = (pv.clone(), Arc::downgrade(&dir));
         let (made, prefix) = (made.clone(), prefix.clone());
-        dir.put_field(
-            entry,
-            f,
-            v,
-            Some(&who),
-            wait,
-            Box::new(move |r| {
-                if let Some(d) = dir2.upgrade() {
-                    let _ = pv.post(own_value(&d, entry, f).1, &BitSet::new());
-                    // An asyn trace bit and its mask are views of one value.
-                    if let (RecordField::Asyn(_), Some(made)) = (f, made.upgrade()) {
-                        for (name, other) in made.lock().iter() {
-                            let g = name.strip_prefix(&prefix).and_then(RecordField::parse);
-                            if let Some(g @ RecordField::Asyn(_)) = g {
-                                let _ = other.post(own_value(&d, entry, g).1, &BitSet::new());
-                            }
+        let done: crate::pvdir::PutDone = Box::new(move |r| {
+            if let Some(d) = dir2.upgrade() {
+                let _ = pv.post(own_value(&d, entry, f).1, &BitSet::new());
+                // An asyn trace bit and its mask are views of one value.
+                if let (RecordField::Asyn(_), Some(made)) = (f, made.upgrade()) {
+                    for (name, other) in made.lock().iter() {
+                        let g = name.strip_prefix(&prefix).and_then(RecordField::parse);
+                        if let Some(g @ RecordField::Asyn(_)) = g {
+                            let _ = other.post(own_value(&d, entry, g).1, &BitSet::new());
                         }
                     }
                 }
-                reply.done(r)
-            }),
-        );
+            }
+            reply.done(r)
+        });
+        if f.kind() == FieldKind::Text {
+            return match value.field(&desc, "value") {
+                Some(Value::String(text)) => dir.put_field_text(entry, f, text, Some(&who), done),
+                _ => done(Err(format!("PUT to .{} needs a string", f.name()))),
+            };
+        }
+        match put_number(&desc, value, f) {
+            Ok(v) => dir.put_field(entry, f, v, Some(&who), wait, done),
+            Err(m) => done(Err(m)),
+        }
     })
 }
 
