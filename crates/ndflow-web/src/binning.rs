@@ -318,11 +318,13 @@ mod tests {
         let (w, h) = (4usize, 2usize);
         let v = |x: usize, y: usize, c: usize| (100 * c + 10 * y + x) as u16;
         let make = |mode: ColorMode| {
-            let (dims, at): (Vec<usize>, Box<dyn Fn(usize, usize, usize) -> usize>) = match mode {
-                ColorMode::RGB1 => (vec![3, w, h], Box::new(|x, y, c| c + 3 * x + 3 * w * y)),
-                ColorMode::RGB2 => (vec![w, 3, h], Box::new(|x, y, c| x + w * c + 3 * w * y)),
-                _ => (vec![w, h, 3], Box::new(|x, y, c| x + w * y + w * h * c)),
+            // Element strides of x, y and colour.
+            let (dims, [xs, ys, cs]) = match mode {
+                ColorMode::RGB1 => (vec![3, w, h], [3, 3 * w, 1]),
+                ColorMode::RGB2 => (vec![w, 3, h], [1, 3 * w, w]),
+                _ => (vec![w, h, 3], [1, w, w * h]),
             };
+            let at = |x: usize, y: usize, c: usize| x * xs + y * ys + c * cs;
             let mut px = vec![0u16; w * h * 3];
             for y in 0..h {
                 for x in 0..w {
