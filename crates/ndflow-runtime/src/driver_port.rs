@@ -395,19 +395,17 @@ impl DriverPort {
         if self.base.array.array_callbacks.get(&self.params) {
             let frame = Arc::new(frame);
             self.fanout.offer_all(&frame, 0);
-            match also {
-                Some(a) if a > 0 && a < self.addresses => self.fanout.offer_all(&frame, a),
-                Some(a) if a >= self.addresses => {
-                    if self.bad_address.fetch_add(1, Ordering::AcqRel) == 0 {
-                        tracing::warn!(
-                            "{}: frame {} not published on address {a}: the port publishes 0..{} (sent on address 0 only)",
-                            self.name,
-                            frame.unique_id,
-                            self.addresses - 1
-                        );
-                    }
+            if let Some(a) = also.filter(|&a| a > 0) {
+                if a < self.addresses {
+                    self.fanout.offer_all(&frame, a);
+                } else if self.bad_address.fetch_add(1, Ordering::AcqRel) == 0 {
+                    tracing::warn!(
+                        "{}: frame {} not published on address {a}: the port publishes 0..{} (sent on address 0 only)",
+                        self.name,
+                        frame.unique_id,
+                        self.addresses - 1
+                    );
                 }
-                _ => {}
             }
         }
     }
