@@ -218,6 +218,8 @@ function drawProfiles() {
       });
       c.stroke();
     });
+    c.fillStyle = "rgba(17,17,17,0.8)";
+    c.fillRect(0, 0, horizontal ? w : 80, horizontal ? 16 : 40);
     c.fillStyle = "#aaa";
     c.font = "11px monospace";
     if (horizontal) {
