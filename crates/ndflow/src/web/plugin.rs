@@ -1,7 +1,7 @@
 //! The `web` port: hands each frame to the IOC's web viewer ([`ndflow_web`]).
 //!
 //! A plugin like NDPluginPva: its own queue, drop policy and counters through the standard
-//! plugin base. It keeps only the newest frame (shared, not copied); each browser connected to
+//! plugin base. It takes Mono 1-D/2-D and RGB1/RGB2/RGB3 frames (shown in colour). It keeps only the newest frame (shared, not copied); each browser connected to
 //! `/ws/frames/{port}` is sent the newest frame it has room for, decoded and binned on the
 //! web server's threads, so a slow viewer never slows the pipeline. Frames are passed on
 //! downstream unchanged.
@@ -135,7 +135,19 @@ mod tests {
         assert_eq!(newest.unique_id, 3);
         assert_eq!(src.max_side(), 256);
         let cube = NDArray::from_pixels(&Pool::unlimited(), &[2, 2, 2], &[0u8; 8]).unwrap();
-        assert!(h.process(cube).is_err(), "a 3-D frame is unsupported input");
+        assert!(
+            h.process(cube).is_err(),
+            "a 3-D Mono frame is unsupported input"
+        );
+        let mut rgb = NDArray::from_pixels(&Pool::unlimited(), &[3, 2, 2], &[9u8; 12]).unwrap();
+        rgb.set_color_mode(ndflow_core::ColorMode::RGB1);
+        rgb.unique_id = 4;
+        assert_eq!(
+            h.process(rgb).unwrap()[0].unique_id,
+            4,
+            "RGB1 is shown in colour"
+        );
+        assert_eq!(src.slot.newer_than(0).unwrap().1.unique_id, 4);
         assert_eq!(h.get_f64("Clients"), 0.0);
     }
 }
