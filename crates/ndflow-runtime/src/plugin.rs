@@ -158,8 +158,10 @@ impl<'a> ProcessContext<'a> {
     }
 
     /// Passes a frame downstream on `address`: only the ports whose `NDArrayAddress` is
-    /// `address` get it. Address 0 is [`ProcessContext::emit`]; an address at or beyond
-    /// [`Plugin::addresses`] reaches no port (the port counts it in `DroppedOutputArrays`).
+    /// `address` get it. Address 0 is [`ProcessContext::emit`]; other addresses are not
+    /// throttled (MaxByteRate) or sorted (SortMode), as in ADCore, where only the main output
+    /// goes through NDPluginDriver's. An address at or beyond [`Plugin::addresses`] reaches
+    /// no port (the port counts it in `DroppedOutputArrays`).
     pub fn emit_to(&mut self, address: usize, frame: impl Into<Arc<NDArray>>) {
         if address == 0 {
             self.outputs.push(frame.into());

@@ -193,6 +193,22 @@ fn an_output_on_an_address_the_port_does_not_have_is_counted() {
     assert_eq!((acc.processed, acc.dropped_output), (3, 3));
 }
 
+#[test]
+fn only_address_zero_is_throttled_and_sorted() {
+    let g = graph_with_splitter(2, None);
+    let a0 = sink(&g, "A0", "SPLIT", 0);
+    let a1 = sink(&g, "A1", "SPLIT", 1);
+    // One byte a second: every 256-byte frame on address 0 is over MaxByteRate.
+    g.put("SPLIT", "MaxByteRate", 1.0).unwrap();
+    g.put("SPLIT", "SortMode", "Sorted").unwrap();
+    acquire(&g, 5);
+    assert!(seen(&a0).is_empty(), "{:?}", seen(&a0));
+    assert_eq!(seen(&a1), vec![1001, 1002, 1003, 1004, 1005]);
+    let acc = g.plugin("SPLIT").unwrap().accounting();
+    assert_eq!((acc.dropped_output, acc.sort_pending), (5, 0));
+    assert_eq!(g.plugin("SPLIT").unwrap().disordered(), 0);
+}
+
 /// A driver with two addresses: frames with an odd pixel value also go to address 1 (as
 /// ADEiger sends threshold channel n on address n + 1), or to `also` when set.
 struct TwoAddressDriver {

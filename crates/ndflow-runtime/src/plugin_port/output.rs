@@ -24,8 +24,9 @@ pub(super) struct Throttle {
 }
 
 impl PluginPort {
-    /// Throttles, sorts and forwards one output on `address`. False only when a round-robin
-    /// output found no downstream port to take it (the caller counts the input as dropped).
+    /// Throttles, sorts and forwards one output on `address` (address 0: throttled and
+    /// sorted; others: forwarded at once). False only when a round-robin output found no
+    /// downstream port to take it (the caller counts the input as dropped).
     /// An output on an address this port does not publish is counted in
     /// DroppedOutputArrays (a plugin's mistake: no port can be subscribed there).
     pub(super) fn emit(&self, address: usize, out: Arc<NDArray>) -> bool {
@@ -40,6 +41,12 @@ impl PluginPort {
                 ),
             );
             return true;
+        }
+        // As ADCore, where only the main output goes through NDPluginDriver's throttling and
+        // sorting (other addresses are direct doCallbacksGenericPointer calls): address 0 is
+        // throttled and sorted, the others go out at once.
+        if address != 0 {
+            return self.forward(address, &out);
         }
         let rate = f64::from_bits(self.max_byte_rate.load(Ordering::Acquire));
         if rate > 0.0 {
@@ -80,10 +87,13 @@ impl PluginPort {
     /// Passes one output to the subscribers of `address`; false when a round-robin one
     /// found no taker.
     pub(super) fn forward(&self, address: usize, out: &Arc<NDArray>) -> bool {
-        let id = out.unique_id as i64;
-        let prev = self.last_emitted.swap(id, Ordering::AcqRel);
-        if prev != NO_ID && id != prev && id != prev + 1 {
-            self.disordered.fetch_add(1, Ordering::Relaxed);
+        // DisorderedArrays and the merge rule follow the main output (address 0) only.
+        if address == 0 {
+            let id = out.unique_id as i64;
+            let prev = self.last_emitted.swap(id, Ordering::AcqRel);
+            if prev != NO_ID && id != prev && id != prev + 1 {
+                self.disordered.fetch_add(1, Ordering::Relaxed);
+            }
         }
         if !self.array_callbacks.load(Ordering::Acquire) {
             return true;
