@@ -175,3 +175,78 @@ def test_link_to_another_ioc_alarms_and_recovers(ndflow_bin, tmp_path):
         if ioc is not None:
             ioc.close()
         other.close()
+
+
+SHUTTER = """
+prefix = "SH:"
+
+[[port]]
+name = "SIM1"
+type = "sim"
+prefix = "cam1:"
+MaxSizeX = 16
+MaxSizeY = 16
+ShutterMode = "Detector output"
+"""
+
+
+def test_epics_pv_shutter_writes_and_reads_another_ioc(ndflow_bin, tmp_path):
+    """ShutterMode "EPICS PV": ShutterOpenEPICS/ShutterCloseEPICS write their OCAL to the PV
+    their .OUT names when the driver opens/closes the shutter, and ShutterStatusEPICS_RBV
+    shows the state its .INP reads (ZRVL closed, ONVL open), as ADBase's records do. The
+    "shutter" is another IOC's ShutterControl/ShutterStatus_RBV."""
+    (tmp_path / "shutter").mkdir()
+    shutter = NdflowIoc(ndflow_bin, tmp_path / "shutter", SHUTTER)
+    ioc = None
+    try:
+        shutter.wait_for("SH:cam1:ShutterStatus_RBV", lambda v: True)
+        env = {"EPICS_CA_ADDR_LIST": f"127.0.0.1:{shutter.ca_port}",
+               "EPICS_CA_AUTO_ADDR_LIST": "NO"}
+        ioc = NdflowIoc(ndflow_bin, tmp_path, CONFIG.replace(
+            'ImageMode = "Single"', 'ImageMode = "Single"\nShutterMode = "EPICS PV"'),
+            extra_env=env)
+        ioc.wait_for(P + "cam1:ArrayCounter_RBV", lambda v: v == 0)
+        got = run_pyepics(ioc, """
+            g = lambda n, **k: epics.caget(P + n, timeout=5, **k)
+            put = lambda n, v: epics.caput(P + n, v, wait=True, timeout=5)
+            out["defaults"] = [g("cam1:ShutterOpenEPICS.OCAL"), g("cam1:ShutterCloseEPICS.OCAL"),
+                               g("cam1:ShutterStatusEPICS_RBV.ZRVL"),
+                               g("cam1:ShutterStatusEPICS_RBV.ONVL"), g("cam1:ShutterOpenEPICS.OUT")]
+            out["puts"] = [put("cam1:ShutterOpenEPICS.OUT", "SH:cam1:ShutterControl PP"),
+                           put("cam1:ShutterCloseEPICS.OUT", "SH:cam1:ShutterControl PP"),
+                           put("cam1:ShutterStatusEPICS_RBV.INP", "SH:cam1:ShutterStatus_RBV CP MS")]
+            out["out"] = g("cam1:ShutterOpenEPICS.OUT")
+            """, P)
+        assert got["defaults"] == ["1", "0", 0, 1, ""], got
+        assert got["puts"] == [1, 1, 1], got
+        assert got["out"] == "SH:cam1:ShutterControl PP", got
+
+        ctx = ioc.ctx
+        ctx.put(P + "cam1:ShutterControl", "Open", wait=True)
+        shutter.wait_for("SH:cam1:ShutterControl", lambda v: enum_index(v) == 1)
+        shutter.wait_for("SH:cam1:ShutterStatus_RBV", lambda v: enum_index(v) == 1)
+        ioc.wait_for(P + "cam1:ShutterStatusEPICS_RBV", lambda v: enum_index(v) == 1)
+
+        # Someone closes the real shutter: the status shows it, whatever the driver thinks.
+        shutter.ctx.put("SH:cam1:ShutterControl", 0, wait=True)
+        ioc.wait_for(P + "cam1:ShutterStatusEPICS_RBV", lambda v: enum_index(v) == 0)
+        time.sleep(0.3)
+        assert enum_index(ctx.get(P + "cam1:ShutterStatusEPICS_RBV")) == 0
+
+        # Open again, then close through the driver: ShutterCloseEPICS writes its 0.
+        ctx.put(P + "cam1:ShutterControl", "Close", wait=True)
+        ctx.put(P + "cam1:ShutterControl", "Open", wait=True)
+        shutter.wait_for("SH:cam1:ShutterStatus_RBV", lambda v: enum_index(v) == 1)
+        ioc.wait_for(P + "cam1:ShutterStatusEPICS_RBV", lambda v: enum_index(v) == 1)
+        ctx.put(P + "cam1:ShutterControl", "Close", wait=True)
+        shutter.wait_for("SH:cam1:ShutterControl", lambda v: enum_index(v) == 0)
+        ioc.wait_for(P + "cam1:ShutterStatusEPICS_RBV", lambda v: enum_index(v) == 0)
+
+        # An unreachable shutter: the write fails and ShutterOpenEPICS alarms (LINK).
+        ctx.put(P + "cam1:ShutterOpenEPICS.OUT", "NOSUCH:SHUTTER", wait=True)
+        ctx.put(P + "cam1:ShutterControl", "Open", wait=True)
+        ioc.wait_for(P + "cam1:ShutterOpenEPICS", lambda v: v.severity == 3, timeout=30)
+    finally:
+        if ioc is not None:
+            ioc.close()
+        shutter.close()

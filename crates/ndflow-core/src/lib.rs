@@ -39,6 +39,7 @@ pub use ndarray::{
     POSIX_TO_EPICS_EPOCH,
 };
 pub use param::{
-    Access, ArrayValue, Derive, ParamDef, ParamError, ParamKind, ParamStore, ParamValue, RecordHint,
+    Access, ArrayValue, Derive, LinkKind, ParamDef, ParamError, ParamKind, ParamStore, ParamValue,
+    RecordHint,
 };
 pub use pool::{Buffer, BufferMut, ExternalBytes, Misaligned, Pool, PoolStats, EXTERNAL_ALIGN};

@@ -164,9 +164,27 @@ pub struct ParamDef {
     pub high_limit_from: Option<&'static str>,
     /// Computed from other parameters of the port ([`Derive`]).
     pub derive: Derive,
-    /// Its setpoint is a link record: its `.DOL` names a PV (or a constant) whose value it
-    /// takes on each change while `.OMSL` is `closed_loop` (an Overlay's `PositionXLink`).
-    pub input_link: bool,
+    /// Whether its record has a link field that names another PV ([`LinkKind`]).
+    pub link: LinkKind,
+}
+
+/// The link a parameter's record has, as areaDetector's templates give it one. The PV it
+/// names is set at run time (the `.DOL`, `.INP`, `.OUT` field).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LinkKind {
+    None,
+    /// The setpoint's `.DOL`/`.OMSL`: it takes the named PV's value on each change while
+    /// `.OMSL` is `closed_loop` (an Overlay's `PositionXLink`).
+    Input,
+    /// The readback's `.INP`, an mbbi reading a raw value: `.ZRVL`/`.ONVL` say which raw
+    /// values are states 0 and 1 (ADBase's `ShutterStatusEPICS_RBV`).
+    RawInput,
+    /// A calcout's `.OUT`/`.OCAL`: writes OCAL to the named PV when its value moves to
+    /// non-zero (`to_nonzero`) or to zero (ADBase's `ShutterOpenEPICS`/`ShutterCloseEPICS`).
+    Output {
+        to_nonzero: bool,
+        ocal: f64,
+    },
 }
 
 impl ParamDef {
@@ -186,7 +204,7 @@ impl ParamDef {
             alarm: AlarmRule::None,
             high_limit_from: None,
             derive: Derive::None,
-            input_link: false,
+            link: LinkKind::None,
         }
     }
     pub const fn int32(name: &'static str, default: i32) -> ParamDef {
@@ -339,9 +357,19 @@ impl ParamDef {
         self.record = RecordHint::LongString;
         self
     }
-    /// A link record ([`ParamDef::input_link`]).
+    /// A link record with `.DOL`/`.OMSL` ([`LinkKind::Input`]).
     pub const fn input_link(mut self) -> ParamDef {
-        self.input_link = true;
+        self.link = LinkKind::Input;
+        self
+    }
+    /// Its readback reads a raw value through `.INP` ([`LinkKind::RawInput`]).
+    pub const fn raw_input_link(mut self) -> ParamDef {
+        self.link = LinkKind::RawInput;
+        self
+    }
+    /// A calcout writing `ocal` through `.OUT` on a transition ([`LinkKind::Output`]).
+    pub const fn output_link(mut self, to_nonzero: bool, ocal: f64) -> ParamDef {
+        self.link = LinkKind::Output { to_nonzero, ocal };
         self
     }
     /// Served as mbbo/mbbi even with two choices ([`RecordHint::Mbb`]).

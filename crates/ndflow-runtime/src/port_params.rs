@@ -579,7 +579,8 @@ ndflow_core::params! {
         shutter_status_epics: enumeration("ShutterStatusEPICS", &["Closed", "Open"], 0).mbb()
             .alarm_states(&[NO, MINOR])
             .read_only()
-            .doc("Status read back from an EPICS shutter PV"),
+            .raw_input_link()
+            .doc("Status read back from an EPICS shutter PV: ShutterStatusEPICS_RBV.INP names it, .ZRVL/.ONVL are its closed/open values (else the simulated shutter's)"),
         // ADBase.template's helper records: the fanout that processes the two calcouts, which
         // write the EPICS shutter PV on ShutterControlEPICS's transitions; and the asyn record.
         shutter_fanout: int32("ShutterFanout", 0)
@@ -590,12 +591,14 @@ ndflow_core::params! {
             .read_only_plain()
             .helper("calcout")
             .derived(Derive::Copy("ShutterControlEPICS"))
-            .doc("ShutterControlEPICS; opens the EPICS shutter on its transition to non-zero (calcout)"),
+            .output_link(true, 1.0)
+            .doc("ShutterControlEPICS; on its transition to non-zero writes .OCAL (1) to the PV its .OUT names: opens the EPICS shutter (calcout)"),
         shutter_close_epics: int32("ShutterCloseEPICS", 0)
             .read_only_plain()
             .helper("calcout")
             .derived(Derive::Copy("ShutterControlEPICS"))
-            .doc("ShutterControlEPICS; closes the EPICS shutter on its transition to zero (calcout)"),
+            .output_link(false, 0.0)
+            .doc("ShutterControlEPICS; on its transition to zero writes .OCAL (0) to the PV its .OUT names: closes the EPICS shutter (calcout)"),
         asyn_io: string("AsynIO", "")
             .read_only_plain()
             .helper("asyn")

@@ -40,9 +40,10 @@ use ndflow_runtime::{Graph, GraphError};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::access::{AccessRules, Rights};
-use crate::links::{LinkHost, Links, Target};
+use crate::links::{Link, LinkHost, Links, Target};
 use crate::put_log::PutLog;
 use crate::record_fields::{RecordField, RecordFields};
+use ndflow_core::LinkKind;
 
 /// Shortest time between two monitor posts of one parameter.
 pub const POST_INTERVAL: Duration = Duration::from_millis(10);
@@ -221,6 +222,8 @@ struct Pending {
     queue: Vec<usize>,
     /// Posted slots that links follow: the publisher applies them to the links.
     follow: Vec<usize>,
+    /// Output links due, in the order of the changes that made them due.
+    outputs: Vec<(Arc<Link>, Target, f64)>,
     stop: bool,
 }
 
@@ -326,8 +329,8 @@ impl PvDirectory {
             slots
                 .iter()
                 .enumerate()
-                .filter(|(_, s)| s.def.input_link)
-                .map(|(i, _)| i),
+                .filter(|(_, s)| s.def.link != LinkKind::None)
+                .map(|(i, s)| (i, s.def.link, s.value().as_i64().unwrap_or(0))),
         );
         let dir = Arc::new(PvDirectory {
             limit_followers,
@@ -384,6 +387,14 @@ impl PvDirectory {
         let Some(s) = self.slots.get(slot) else {
             return;
         };
+        if let LinkKind::Output { .. } = s.def.link {
+            // Every transition counts (a close and an open within one publisher round
+            // both write), so they are seen here, and written by the publisher.
+            if let Some(due) = v.as_i64().and_then(|x| self.links.output_due(slot, x)) {
+                self.pending.0.lock().outputs.push(due);
+                self.pending.1.notify_one();
+            }
+        }
         if s.def.record.completes_when_done() {
             // Busy records (Acquire, Capture, …) change once per operation and clients wait
             // for their transitions (ophyd-async arms by watching Acquire_RBV go to 1), so
@@ -501,7 +512,9 @@ impl PvDirectory {
         let (Some(e), Some(s)) = (self.entries.get(entry), self.slot_of(entry)) else {
             return Alarm::NONE;
         };
-        if e.face == Face::Setpoint && self.links.get(e.slot).is_some_and(|l| l.broken()) {
+        if self.has_field(entry, RecordField::link_of(s.def.link))
+            && self.links.get(e.slot).is_some_and(|l| l.broken())
+        {
             return Alarm {
                 severity: Severity::Invalid,
                 status: AlarmStatus::Link,
@@ -759,7 +772,7 @@ impl PvDirectory {
             for sink in &sinks {
                 sink(slot, &v);
             }
-            if self.links.is_followed(slot) {
+            if self.links.watches(slot) {
                 self.pending.0.lock().follow.push(slot);
                 self.pending.1.notify_one();
             }
@@ -780,11 +793,16 @@ impl PvDirectory {
         self.fields.is_open(entry)
     }
 
-    /// The value of field `f` of `entry` (`.OMSL` of a link record: 1 closed_loop).
+    /// The value of field `f` of `entry`.
     pub fn field(&self, entry: usize, f: RecordField) -> i64 {
-        if f == RecordField::Omsl {
+        if f.is_link() {
             let link = self.entries.get(entry).and_then(|e| self.links.get(e.slot));
-            return link.map_or(0, |l| i64::from(l.closed_loop()));
+            return link.map_or(0, |l| match f {
+                RecordField::Omsl => i64::from(l.closed_loop()),
+                RecordField::Zrvl => l.raw_values().0,
+                RecordField::Onvl => l.raw_values().1,
+                _ => 0,
+            });
         }
         self.fields.get(entry, f)
     }
@@ -795,22 +813,25 @@ impl PvDirectory {
         let Some(e) = self.entries.get(entry) else {
             return false;
         };
-        match f {
-            RecordField::Dol | RecordField::Omsl => {
-                e.face == Face::Setpoint && self.links.is_link(e.slot)
+        if !f.is_link() {
+            return f.serves(e.record);
+        }
+        match (self.links.kind(e.slot), f) {
+            (LinkKind::Input, RecordField::Dol | RecordField::Omsl) => e.face == Face::Setpoint,
+            (LinkKind::RawInput, RecordField::Inp | RecordField::Zrvl | RecordField::Onvl) => {
+                e.face == Face::Readback
             }
-            _ => f.serves(e.record),
+            (LinkKind::Output { .. }, RecordField::Out | RecordField::Ocal) => true,
+            _ => false,
         }
     }
 
     /// A text field's value (`.DOL`).
     pub fn field_text(&self, entry: usize, f: RecordField) -> String {
-        match f {
-            RecordField::Dol => self
-                .entries
-                .get(entry)
-                .and_then(|e| self.links.get(e.slot))
-                .map_or_else(String::new, |l| l.dol()),
+        let link = self.entries.get(entry).and_then(|e| self.links.get(e.slot));
+        match (f, link) {
+            (RecordField::Dol | RecordField::Inp | RecordField::Out, Some(l)) => l.text(),
+            (RecordField::Ocal, Some(l)) => l.ocal().to_string(),
             _ => self.field(entry, f).to_string(),
         }
     }
@@ -837,22 +858,35 @@ impl PvDirectory {
             )));
         }
         let old = self.field_text(entry, f);
-        let me = self.me.get().cloned().unwrap_or_default();
-        let host: Weak<dyn LinkHost> = me;
-        let resolve = |n: &str| {
-            self.find(n)
-                .and_then(|x| self.entries.get(x))
-                .map(|x| x.slot)
-        };
-        match self.links.set_dol(e.slot, text, resolve, host) {
+        if f == RecordField::Ocal {
+            let r = self.links.set_ocal(e.slot, text);
+            if r.is_ok() {
+                self.put_log
+                    .read()
+                    .clone()
+                    .record_text(&name, client, &old, text.trim());
+            }
+            return done(r.map_err(|m| format!("{name}: {m}")));
+        }
+        let resolve = |n: &str| self.find(n);
+        let slot_of = |x: usize| self.entries.get(x).map(|x| x.slot);
+        match self
+            .links
+            .set_link(e.slot, text, resolve, slot_of, self.host())
+        {
             Ok(target) => {
                 self.put_log
                     .read()
                     .clone()
                     .record_text(&name, client, &old, text.trim());
+                let input = !matches!(self.links.kind(e.slot), LinkKind::Output { .. });
                 match target {
                     Target::Constant(x) => self.apply_link(e.slot, x),
-                    Target::Internal(src) => self.follow_links_of(src, &[e.slot]),
+                    Target::Internal(src) if input => {
+                        if let Some(src) = slot_of(src) {
+                            self.follow_links_of(src, &[e.slot]);
+                        }
+                    }
                     _ => {}
                 }
                 self.post_now(e.slot);
@@ -862,11 +896,55 @@ impl PvDirectory {
         }
     }
 
-    /// Applies each posted source slot's value to the closed-loop links following it.
-    fn follow_links(&self, sources: &[usize]) {
-        for &src in sources {
-            let links = self.links.follow(src);
-            self.follow_links_of(src, &links);
+    fn host(&self) -> Weak<dyn LinkHost> {
+        let me: Weak<PvDirectory> = self.me.get().cloned().unwrap_or_default();
+        me
+    }
+
+    /// For each posted slot: applies its value to the closed-loop input links following it;
+    /// a raw input link record keeps the state its PV gave it.
+    fn follow_links(&self, posted: &[usize]) {
+        for &slot in posted {
+            let links = self.links.followers_of(slot);
+            self.follow_links_of(slot, &links);
+            // A raw input keeps the state its PV gave it (the simulated shutter's echo
+            // does not overwrite the real shutter's status).
+            if let (Some(l), Some(s)) = (self.links.get(slot), self.slots.get(slot)) {
+                if let Some(st) = l.held_state().filter(|st| s.value().as_i64() != Some(*st)) {
+                    let _ = s.store.set(s.idx, ParamValue::Int(st));
+                }
+            }
+        }
+    }
+
+    /// Writes each due output link's OCAL to the PV its OUT names.
+    fn write_outputs(&self, outputs: Vec<(Arc<Link>, Target, f64)>) {
+        for (link, target, x) in outputs {
+            match target {
+                Target::Internal(entry) => {
+                    let value = match self.slot_of(entry).map(|s| s.def.kind) {
+                        Some(ParamKind::Float64) => ParamValue::Float(x),
+                        _ => ParamValue::Int(x.trunc() as i64),
+                    };
+                    let ok = Arc::new(AtomicBool::new(false));
+                    let ok2 = ok.clone();
+                    self.put(
+                        entry,
+                        value,
+                        None,
+                        false,
+                        Box::new(move |r| ok2.store(r.is_ok(), Ordering::Release)),
+                    );
+                    self.links
+                        .output_written(&link, ok.load(Ordering::Acquire), self);
+                }
+                Target::External(name) => {
+                    if let Err(e) = self.links.write_external(link, name, x, self.host()) {
+                        tracing::warn!("output link: {e}");
+                    }
+                }
+                _ => {}
+            }
         }
     }
 
@@ -905,15 +983,17 @@ impl PvDirectory {
             return done(Err(format!("'{name}' is not a field of this record")));
         }
         let old = self.field(entry, f);
-        if f == RecordField::Omsl {
-            let r = self.links.set_omsl(e.slot, v);
+        if f.is_link() {
+            let r = match f {
+                RecordField::Omsl => self.links.set_omsl(e.slot, v),
+                RecordField::Zrvl => self.links.set_raw_value(e.slot, false, v),
+                RecordField::Onvl => self.links.set_raw_value(e.slot, true, v),
+                _ => Err("takes text (a PV name)".into()),
+            };
             if r.is_ok() {
                 self.log_field_put(&name, client, old, v);
             }
             return done(r.map_err(|m| format!("{name}: {m}")));
-        }
-        if f == RecordField::Dol {
-            return done(Err(format!("{name} takes a PV name (text)")));
         }
         if f != RecordField::Proc {
             let r = self.fields.set(entry, f, v);
@@ -970,7 +1050,7 @@ impl PvDirectory {
                             }
                         }
                     }
-                    if !g.queue.is_empty() || !g.follow.is_empty() {
+                    if !g.queue.is_empty() || !g.follow.is_empty() || !g.outputs.is_empty() {
                         break;
                     }
                     if self.fields.any_periodic() {
@@ -988,8 +1068,15 @@ impl PvDirectory {
             }
             batch.clear();
             // Links to what was just posted, outside `posting` (their puts post too).
-            let follow = std::mem::take(&mut self.pending.0.lock().follow);
+            let (follow, outputs) = {
+                let mut g = self.pending.0.lock();
+                (
+                    std::mem::take(&mut g.follow),
+                    std::mem::take(&mut g.outputs),
+                )
+            };
             self.follow_links(&follow);
+            self.write_outputs(outputs);
             std::thread::sleep(POST_INTERVAL);
         }
     }
@@ -1027,6 +1114,15 @@ impl LinkHost for PvDirectory {
         let (Some(s), Some(graph)) = (self.slots.get(slot), self.graph.upgrade()) else {
             return;
         };
+        if s.def.link == LinkKind::RawInput {
+            // An mbbi's raw value: ZRVL is state 0, ONVL state 1; another raw value is none.
+            let link = self.links.get(slot);
+            let state = link.and_then(|l| l.read_raw(value.trunc() as i64));
+            if let Some(state) = state {
+                let _ = s.store.set(s.idx, ParamValue::Int(state));
+            }
+            return;
+        }
         // EPICS converts a double to an integer field by truncation.
         let v = match s.def.kind {
             ParamKind::Float64 => ParamValue::Float(value),

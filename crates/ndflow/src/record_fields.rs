@@ -58,10 +58,16 @@ pub enum RecordField {
     Disv,
     Udf,
     Tse,
-    /// A link record's input link (text: a PV name or a constant; [`crate::links`]).
+    /// Link fields ([`crate::links`]): an input link (a PV name or a constant) and its
+    /// mode (supervisory, closed_loop); a raw input link and the raw values of states 0
+    /// and 1; an output link and the value it writes.
     Dol,
-    /// A link record's output mode select (supervisory, closed_loop).
     Omsl,
+    Inp,
+    Zrvl,
+    Onvl,
+    Out,
+    Ocal,
     /// A field of an `asyn` record only ([`crate::asyn_fields`]).
     Asyn(AsynField),
 }
@@ -84,19 +90,48 @@ impl RecordField {
             .or(match s {
                 "DOL" => Some(RecordField::Dol),
                 "OMSL" => Some(RecordField::Omsl),
+                "INP" => Some(RecordField::Inp),
+                "ZRVL" => Some(RecordField::Zrvl),
+                "ONVL" => Some(RecordField::Onvl),
+                "OUT" => Some(RecordField::Out),
+                "OCAL" => Some(RecordField::Ocal),
                 _ => None,
             })
             .or_else(|| AsynField::parse(s).map(RecordField::Asyn))
     }
 
-    /// Whether a record of type `r` has this field (`.DOL`/`.OMSL`: only link records, which
-    /// [`crate::pvdir::PvDirectory::has_field`] knows).
+    /// Whether a record of type `r` has this field (the link fields: only link records,
+    /// which [`crate::pvdir::PvDirectory::has_field`] knows).
     pub fn serves(self, r: RecordType) -> bool {
         match self {
             RecordField::Asyn(_) => r == RecordType::Helper("asyn"),
-            RecordField::Dol | RecordField::Omsl => false,
+            f if f.is_link() => false,
             _ => true,
         }
+    }
+
+    /// The field holding a link of kind `k` (`.DOL`, `.INP`, `.OUT`; `.PROC` for none).
+    pub fn link_of(k: ndflow_core::LinkKind) -> RecordField {
+        match k {
+            ndflow_core::LinkKind::Input => RecordField::Dol,
+            ndflow_core::LinkKind::RawInput => RecordField::Inp,
+            ndflow_core::LinkKind::Output { .. } => RecordField::Out,
+            ndflow_core::LinkKind::None => RecordField::Proc,
+        }
+    }
+
+    /// One of a link record's fields.
+    pub fn is_link(self) -> bool {
+        matches!(
+            self,
+            RecordField::Dol
+                | RecordField::Omsl
+                | RecordField::Inp
+                | RecordField::Zrvl
+                | RecordField::Onvl
+                | RecordField::Out
+                | RecordField::Ocal
+        )
     }
 
     pub fn name(self) -> &'static str {
@@ -109,6 +144,11 @@ impl RecordField {
             RecordField::Tse => "TSE",
             RecordField::Dol => "DOL",
             RecordField::Omsl => "OMSL",
+            RecordField::Inp => "INP",
+            RecordField::Zrvl => "ZRVL",
+            RecordField::Onvl => "ONVL",
+            RecordField::Out => "OUT",
+            RecordField::Ocal => "OCAL",
             RecordField::Asyn(a) => a.name(),
         }
     }
@@ -124,7 +164,10 @@ impl RecordField {
         match self {
             RecordField::Proc | RecordField::Udf => FieldKind::UChar,
             RecordField::Scan => FieldKind::Menu(&SCAN_MENU),
-            RecordField::Dol => FieldKind::Text,
+            RecordField::Dol | RecordField::Inp | RecordField::Out | RecordField::Ocal => {
+                FieldKind::Text
+            }
+            RecordField::Zrvl | RecordField::Onvl => FieldKind::Long,
             RecordField::Omsl => FieldKind::Menu(&crate::links::OMSL_MENU),
             RecordField::Asyn(a) => match a.kind() {
                 AsynKind::Menu(m) => FieldKind::Menu(m),
@@ -203,15 +246,13 @@ impl RecordFields {
             return 0;
         };
         match f {
-            RecordField::Proc
-            | RecordField::Udf
-            | RecordField::Tse
-            | RecordField::Dol
-            | RecordField::Omsl => 0,
+            RecordField::Proc | RecordField::Udf | RecordField::Tse => 0,
             RecordField::Scan => x.scan.load(Ordering::Relaxed) as i64,
             RecordField::Disa => x.disa.load(Ordering::Relaxed) as i64,
             RecordField::Disv => x.disv.load(Ordering::Relaxed) as i64,
             RecordField::Asyn(a) => self.asyn.get(e, a),
+            // The directory's ([`crate::links`]).
+            _ => 0,
         }
     }
 
@@ -257,11 +298,7 @@ impl RecordFields {
                 self.asyn.set(e, a, v)?;
                 x.force.store(true, Ordering::Release);
             }
-            RecordField::Proc
-            | RecordField::Udf
-            | RecordField::Tse
-            | RecordField::Dol
-            | RecordField::Omsl => {
+            _ => {
                 return Err(format!(".{} cannot be stored", f.name()));
             }
         }
