@@ -26,6 +26,22 @@ use ndflow_core::{ColorMode, DataType};
 pub const MAGIC: [u8; 4] = *b"NDFW";
 pub const VERSION: u16 = 2;
 pub const HEADER_LEN: usize = 48;
+/// Where the per-client field `skipped` lies: the rest of a message is the same for every
+/// client that gets the frame at the same size, and is encoded once ([`set_skipped`]).
+pub const SKIPPED_AT: usize = 44;
+
+/// The `skipped` field of an encoded message (`None` when it is too short).
+pub fn skipped_of(msg: &[u8]) -> Option<u32> {
+    let b = msg.get(SKIPPED_AT..SKIPPED_AT + 4)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Rewrites the `skipped` field of an encoded message (nothing when it is too short).
+pub fn set_skipped(msg: &mut [u8], n: u32) {
+    if let Some(b) = msg.get_mut(SKIPPED_AT..SKIPPED_AT + 4) {
+        b.copy_from_slice(&n.to_le_bytes());
+    }
+}
 
 /// One frame's header.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -180,6 +196,24 @@ mod tests {
         }
         .encode(&mut b);
         assert_eq!(&b[12..16], &[3, 3, 0, 2]);
+    }
+
+    #[test]
+    fn the_skipped_field_is_rewritten_in_place() {
+        let mut b = Vec::new();
+        sample().encode(&mut b);
+        assert_eq!(skipped_of(&b), Some(3));
+        set_skipped(&mut b, 77);
+        let (h, _) = FrameHeader::decode(&b).unwrap();
+        assert_eq!(
+            h,
+            FrameHeader {
+                skipped: 77,
+                ..sample()
+            }
+        );
+        assert_eq!(skipped_of(&b[..40]), None);
+        set_skipped(&mut b[..40], 1);
     }
 
     #[test]

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use ndflow_core::NDArray;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::slot::LatestSlot;
 
@@ -22,6 +23,9 @@ pub struct FrameSource {
     max_rate: AtomicU64,
     /// Told the number of clients whenever one comes or goes.
     on_clients: RwLock<Option<ClientsChanged>>,
+    /// The last message encoded: (frame's slot sequence number, side, bytes), so clients
+    /// taking the same frame at the same size share one decode/bin/copy.
+    encoded: Mutex<Option<(u64, usize, Bytes)>>,
 }
 
 /// A listener of the client count.
@@ -37,6 +41,7 @@ impl Default for FrameSource {
             max_side: AtomicUsize::new(1024),
             max_rate: AtomicU64::new(30f64.to_bits()),
             on_clients: RwLock::new(None),
+            encoded: Mutex::new(None),
         }
     }
 }
@@ -66,6 +71,18 @@ impl FrameSource {
     pub(crate) fn count_sent(&self, skipped: u64) {
         self.sent.fetch_add(1, Ordering::Relaxed);
         self.skipped.fetch_add(skipped, Ordering::Relaxed);
+    }
+    /// The message already encoded for frame `seq` at `side`, if it is the last one encoded.
+    pub fn encoded(&self, seq: u64, side: usize) -> Option<Bytes> {
+        match &*self.encoded.lock() {
+            Some((s, d, b)) if *s == seq && *d == side => Some(b.clone()),
+            _ => None,
+        }
+    }
+    /// Keeps the message encoded for frame `seq` at `side` for the next client (replacing
+    /// the one before: only the newest frame is ever sent).
+    pub fn keep_encoded(&self, seq: u64, side: usize, msg: Bytes) {
+        *self.encoded.lock() = Some((seq, side, msg));
     }
     /// Counts a client for as long as the guard lives.
     pub(crate) fn client(self: &Arc<Self>) -> ClientGuard {
@@ -122,5 +139,22 @@ impl FrameHub {
     /// Port names, sorted.
     pub fn names(&self) -> Vec<String> {
         self.sources.read().keys().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_encoded_message_is_shared_only_for_its_frame_and_size() {
+        let s = FrameSource::default();
+        assert_eq!(s.encoded(1, 1024), None);
+        s.keep_encoded(1, 1024, Bytes::from_static(b"one"));
+        assert_eq!(s.encoded(1, 1024).as_deref(), Some(&b"one"[..]));
+        assert_eq!(s.encoded(1, 512), None, "another size is binned apart");
+        assert_eq!(s.encoded(2, 1024), None, "a newer frame is encoded afresh");
+        s.keep_encoded(2, 1024, Bytes::from_static(b"two"));
+        assert_eq!(s.encoded(1, 1024), None);
     }
 }

@@ -5,17 +5,23 @@
 //! [`CREDITS`]. Between sends the newest frame wins ([`crate::slot`]): a slow client or a slow
 //! link is sent fewer frames, never older ones, and the frame path never waits for it.
 //!
+//! Clients that take the same frame at the same size share one encoding (decode, bin, copy):
+//! the source keeps the last message encoded, and each client sends it with its own skipped
+//! count (the same bytes when the counts agree, else a copy).
+//!
 //! Client → server text messages: `ack` (one frame drawn), `max N` (bin to at most N pixels a
 //! side; 0: the port's limit).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Bytes;
 use axum::extract::ws::{Message, WebSocket};
 use futures_util::{SinkExt, StreamExt};
 use tokio::time::Instant;
 
 use crate::binning::encode_frame;
+use crate::header::{set_skipped, skipped_of};
 use crate::hub::FrameSource;
 use crate::slot::skipped;
 
@@ -54,19 +60,31 @@ pub async fn stream_frames(socket: WebSocket, src: Arc<FrameSource>, mut asked_s
                 let missed = skipped(seen, seq);
                 seen = seq;
                 let side = effective_side(asked_side, src.max_side());
-                let encoded = tokio::task::spawn_blocking(move || {
-                    encode_frame(&frame, side, missed.min(u32::MAX as u64) as u32)
-                })
-                .await;
-                let bytes = match encoded {
-                    Ok(Ok(b)) => b,
-                    Ok(Err(e)) => {
-                        tracing::debug!("web client: frame not sent: {e}");
-                        continue;
+                let missed32 = missed.min(u32::MAX as u64) as u32;
+                let bytes = match src.encoded(seq, side) {
+                    // Another client took this frame at this size: its message, with our
+                    // own skipped count (shared as is when the counts agree).
+                    Some(shared) => with_skipped(shared, missed32),
+                    None => {
+                        let encoded = tokio::task::spawn_blocking(move || {
+                            encode_frame(&frame, side, missed32)
+                        })
+                        .await;
+                        match encoded {
+                            Ok(Ok(b)) => {
+                                let b = Bytes::from(b);
+                                src.keep_encoded(seq, side, b.clone());
+                                b
+                            }
+                            Ok(Err(e)) => {
+                                tracing::debug!("web client: frame not sent: {e}");
+                                continue;
+                            }
+                            Err(_) => break,
+                        }
                     }
-                    Err(_) => break,
                 };
-                if tx.send(Message::Binary(bytes.into())).await.is_err() {
+                if tx.send(Message::Binary(bytes)).await.is_err() {
                     break;
                 }
                 src.count_sent(missed);
@@ -79,6 +97,17 @@ pub async fn stream_frames(socket: WebSocket, src: Arc<FrameSource>, mut asked_s
     }
 }
 
+/// `msg` with its `skipped` field set to `n`: the same bytes when it already says so, else a
+/// copy.
+fn with_skipped(msg: Bytes, n: u32) -> Bytes {
+    if skipped_of(&msg) == Some(n) {
+        return msg;
+    }
+    let mut own = msg.to_vec();
+    set_skipped(&mut own, n);
+    Bytes::from(own)
+}
+
 /// The newest frame after `seen`, no earlier than `at` (the rate limit).
 async fn wait_frame(src: &FrameSource, seen: u64, at: Instant) -> (u64, Arc<ndflow_core::NDArray>) {
     tokio::time::sleep_until(at).await;
@@ -87,7 +116,7 @@ async fn wait_frame(src: &FrameSource, seen: u64, at: Instant) -> (u64, Arc<ndfl
 
 #[cfg(test)]
 mod tests {
-    use super::effective_side;
+    use super::*;
 
     #[test]
     fn the_port_limit_caps_what_a_client_asks() {
@@ -95,5 +124,40 @@ mod tests {
         assert_eq!(effective_side(512, 1024), 512);
         assert_eq!(effective_side(4096, 1024), 1024);
         assert_eq!(effective_side(300, 0), 300);
+    }
+
+    #[test]
+    fn a_shared_message_gets_each_clients_skipped_count() {
+        let mut m = Vec::new();
+        crate::header::FrameHeader {
+            unique_id: 1,
+            time_stamp: 0.0,
+            data_type: ndflow_core::DataType::UInt8,
+            color_mode: ndflow_core::ColorMode::Mono,
+            width: 1,
+            height: 1,
+            full_width: 1,
+            full_height: 1,
+            bin_x: 1,
+            bin_y: 1,
+            skipped: 2,
+        }
+        .encode(&mut m);
+        m.push(42);
+        let shared = Bytes::from(m);
+        let same = with_skipped(shared.clone(), 2);
+        assert_eq!(
+            same.as_ptr(),
+            shared.as_ptr(),
+            "equal counts: the same bytes"
+        );
+        let other = with_skipped(shared.clone(), 5);
+        assert_eq!(skipped_of(&other), Some(5));
+        assert_eq!(
+            skipped_of(&shared),
+            Some(2),
+            "the shared message is left as it was"
+        );
+        assert_eq!(other[48], 42);
     }
 }
