@@ -70,7 +70,7 @@ ndflow_core::params! {
             .range(1.0, TS_MAX_POINTS as f64)
             .doc("Points per time series (a write erases them)"),
         ts_current_point: int32("TSCurrentPoint", 0).read_only_plain().doc("Next point to be written"),
-        ts_time_per_point_link: float64("TSTimePerPointLink", 0.0).doc("Copied to TSTimePerPoint"),
+        ts_time_per_point_link: float64("TSTimePerPointLink", 0.0).input_link().doc("Input link (.DOL) for TSTimePerPoint: a write or the linked PV's value is copied to TSTimePerPoint"),
         ts_time_per_point: float64("TSTimePerPoint", 0.0).min(0.0).doc("Seconds between input time points"),
         ts_averaging_time: float64("TSAveragingTime", 0.0)
             .min(0.0)
