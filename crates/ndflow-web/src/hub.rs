@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use ndflow_core::NDArray;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 
 use crate::slot::LatestSlot;
 
@@ -24,8 +24,9 @@ pub struct FrameSource {
     /// Told the number of clients whenever one comes or goes.
     on_clients: RwLock<Option<ClientsChanged>>,
     /// The last message encoded: (frame's slot sequence number, side, bytes), so clients
-    /// taking the same frame at the same size share one decode/bin/copy.
-    encoded: Mutex<Option<(u64, usize, Bytes)>>,
+    /// taking the same frame at the same size share one decode/bin/copy. Held while a
+    /// client encodes, so the others wait for its result instead of repeating the work.
+    encoded: tokio::sync::Mutex<Option<(u64, usize, Bytes)>>,
 }
 
 /// A listener of the client count.
@@ -41,7 +42,7 @@ impl Default for FrameSource {
             max_side: AtomicUsize::new(1024),
             max_rate: AtomicU64::new(30f64.to_bits()),
             on_clients: RwLock::new(None),
-            encoded: Mutex::new(None),
+            encoded: tokio::sync::Mutex::new(None),
         }
     }
 }
@@ -72,17 +73,31 @@ impl FrameSource {
         self.sent.fetch_add(1, Ordering::Relaxed);
         self.skipped.fetch_add(skipped, Ordering::Relaxed);
     }
-    /// The message already encoded for frame `seq` at `side`, if it is the last one encoded.
-    pub fn encoded(&self, seq: u64, side: usize) -> Option<Bytes> {
-        match &*self.encoded.lock() {
-            Some((s, d, b)) if *s == seq && *d == side => Some(b.clone()),
-            _ => None,
+    /// The message for frame `seq` at `side`: the one another client encoded, else what
+    /// `encode` makes on a blocking thread (kept for the next client, replacing the one
+    /// before: only the newest frame is ever sent). Clients of the same frame wait for one
+    /// another's encoding rather than repeat it. `None` when the runtime is stopping.
+    pub async fn shared_encoding<F>(
+        &self,
+        seq: u64,
+        side: usize,
+        encode: F,
+    ) -> Option<Result<Bytes, String>>
+    where
+        F: FnOnce() -> Result<Vec<u8>, String> + Send + 'static,
+    {
+        let mut kept = self.encoded.lock().await;
+        if let Some((s, d, b)) = &*kept {
+            if *s == seq && *d == side {
+                return Some(Ok(b.clone()));
+            }
         }
-    }
-    /// Keeps the message encoded for frame `seq` at `side` for the next client (replacing
-    /// the one before: only the newest frame is ever sent).
-    pub fn keep_encoded(&self, seq: u64, side: usize, msg: Bytes) {
-        *self.encoded.lock() = Some((seq, side, msg));
+        let msg = match tokio::task::spawn_blocking(encode).await.ok()? {
+            Ok(v) => Bytes::from(v),
+            Err(e) => return Some(Err(e)),
+        };
+        *kept = Some((seq, side, msg.clone()));
+        Some(Ok(msg))
     }
     /// Counts a client for as long as the guard lives.
     pub(crate) fn client(self: &Arc<Self>) -> ClientGuard {
@@ -145,16 +160,47 @@ impl FrameHub {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicUsize;
 
-    #[test]
-    fn an_encoded_message_is_shared_only_for_its_frame_and_size() {
-        let s = FrameSource::default();
-        assert_eq!(s.encoded(1, 1024), None);
-        s.keep_encoded(1, 1024, Bytes::from_static(b"one"));
-        assert_eq!(s.encoded(1, 1024).as_deref(), Some(&b"one"[..]));
-        assert_eq!(s.encoded(1, 512), None, "another size is binned apart");
-        assert_eq!(s.encoded(2, 1024), None, "a newer frame is encoded afresh");
-        s.keep_encoded(2, 1024, Bytes::from_static(b"two"));
-        assert_eq!(s.encoded(1, 1024), None);
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn clients_of_one_frame_and_size_share_one_encoding() {
+        let s = Arc::new(FrameSource::default());
+        let calls = Arc::new(AtomicUsize::new(0));
+        let encode = |text: &'static [u8]| {
+            let calls = Arc::clone(&calls);
+            move || {
+                calls.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(30));
+                Ok(text.to_vec())
+            }
+        };
+        // Five clients at once, as when a new frame wakes them all.
+        let tasks: Vec<_> = (0..5)
+            .map(|_| {
+                let (s, f) = (Arc::clone(&s), encode(b"one"));
+                tokio::spawn(async move { s.shared_encoding(1, 1024, f).await })
+            })
+            .collect();
+        for t in tasks {
+            assert_eq!(t.await.unwrap().unwrap().unwrap(), &b"one"[..]);
+        }
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "encoded once for five clients"
+        );
+        let other = s.shared_encoding(1, 512, encode(b"half")).await.unwrap();
+        assert_eq!(other.unwrap(), &b"half"[..], "another size is binned apart");
+        let newer = s.shared_encoding(2, 1024, encode(b"two")).await.unwrap();
+        assert_eq!(
+            newer.unwrap(),
+            &b"two"[..],
+            "a newer frame is encoded afresh"
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        let failed = s
+            .shared_encoding(3, 1024, || Err("bad frame".to_string()))
+            .await;
+        assert_eq!(failed, Some(Err("bad frame".to_string())));
     }
 }

@@ -61,28 +61,18 @@ pub async fn stream_frames(socket: WebSocket, src: Arc<FrameSource>, mut asked_s
                 seen = seq;
                 let side = effective_side(asked_side, src.max_side());
                 let missed32 = missed.min(u32::MAX as u64) as u32;
-                let bytes = match src.encoded(seq, side) {
-                    // Another client took this frame at this size: its message, with our
-                    // own skipped count (shared as is when the counts agree).
-                    Some(shared) => with_skipped(shared, missed32),
-                    None => {
-                        let encoded = tokio::task::spawn_blocking(move || {
-                            encode_frame(&frame, side, missed32)
-                        })
-                        .await;
-                        match encoded {
-                            Ok(Ok(b)) => {
-                                let b = Bytes::from(b);
-                                src.keep_encoded(seq, side, b.clone());
-                                b
-                            }
-                            Ok(Err(e)) => {
-                                tracing::debug!("web client: frame not sent: {e}");
-                                continue;
-                            }
-                            Err(_) => break,
-                        }
+                // One encoding per frame and size for all clients, each sent with this
+                // client's own skipped count (shared as is when the counts agree).
+                let encoded = src
+                    .shared_encoding(seq, side, move || encode_frame(&frame, side, missed32))
+                    .await;
+                let bytes = match encoded {
+                    Some(Ok(b)) => with_skipped(b, missed32),
+                    Some(Err(e)) => {
+                        tracing::debug!("web client: frame not sent: {e}");
+                        continue;
                     }
+                    None => break,
                 };
                 if tx.send(Message::Binary(bytes)).await.is_err() {
                     break;
