@@ -11,7 +11,9 @@
 //!   0.95×.
 //! - **(b) IOC CPU per viewer**: the same IOC paced (AcquirePeriod 0.01, 100 frames/s); the
 //!   IOC's CPU time (all its threads, `/proc/PID/task/*/schedstat`) per second with k viewers
-//!   minus the 0-viewer figure of the same repetition, per viewer and per frame sent.
+//!   minus the 0-viewer figure of the same repetition, per viewer and per frame sent; and
+//!   the same for 4096×4096 frames paced at 10 frames/s, binned 4×4 for the viewers (each
+//!   viewer takes every frame, so they share one binning per frame).
 //! - Viewers in (a) and (b) are WebSocket clients of `/ws/frames/WEB1` in this process, one
 //!   thread each, that read every frame, check its header and acknowledge it (`ack`) as the
 //!   page does; the port's MaxRate (30 frames/s per viewer) applies as it would to a browser.
@@ -133,6 +135,11 @@ fn run_all(
     let mut ioc = Ioc::start(dir, "b", 1024, 1024, PACED_PERIOD, 30.0)?;
     let b = windows(opts, &mut ioc, &counts, reps)?;
     drop(ioc);
+    // (b) binned: every viewer takes every frame, so they share one binning per frame.
+    eprintln!("(b) 4096x4096 paced at 10 frames/s, binned 4x4: IOC CPU with {counts:?} viewers");
+    let mut ioc = Ioc::start(dir, "b4096", 4096, 4096, BINNED_PERIOD, 30.0)?;
+    let b4096 = windows(opts, &mut ioc, &counts, reps)?;
+    drop(ioc);
 
     let mut out = String::new();
     let mut rows_json = Vec::new();
@@ -161,38 +168,28 @@ fn run_all(
         opts.seconds
     ));
 
-    out.push_str(&format!(
-        "(b) IOC CPU, sim paced at {:.0} frames/s (1024x1024 UInt16) -> STATS1 + WEB1 (MaxRate 30)\n",
-        1.0 / PACED_PERIOD
-    ));
-    out.push_str(&format!(
-        "  {:<10} {:>14} {:>14} {:>18} {:>16} {:>10}\n",
-        "viewers", "IOC CPU ms/s", "0 viewers", "ms/s per viewer", "ms per frame sent", "spread"
-    ));
-    for &k in &counts[1..] {
-        let extra: Vec<f64> =
-            per_pair(&b, k, |w, w0| (w.cpu_ms_per_s - w0.cpu_ms_per_s) / k as f64);
-        let per_frame: Vec<f64> = per_pair(&b, k, |w, w0| {
-            let sent = w.received / w.secs;
-            if sent > 0.0 {
-                (w.cpu_ms_per_s - w0.cpu_ms_per_s) / sent
-            } else {
-                f64::NAN
-            }
-        });
-        let cpu_k = median(&per(&b, k, |w| w.cpu_ms_per_s));
-        let cpu_0 = median(&per(&b, 0, |w| w.cpu_ms_per_s));
-        let spread = relative_spread(&extra);
-        out.push_str(&format!(
-            "  {k:<10} {cpu_k:>14.1} {cpu_0:>14.1} {:>18.2} {:>16.3} {:>9.0}%\n",
-            median(&extra),
-            median(&per_frame),
-            spread * 100.0
-        ));
-        rows_json.push(json!({"row": "b", "viewers": k, "cpu_ms_per_s": cpu_k,
-            "cpu_ms_per_s_no_viewer": cpu_0, "cpu_ms_per_s_per_viewer": extra,
-            "cpu_ms_per_frame_sent": per_frame}));
-    }
+    cpu_table(
+        &mut out,
+        &mut rows_json,
+        "b",
+        &format!(
+            "(b) IOC CPU, sim paced at {:.0} frames/s (1024x1024 UInt16, sent as is) -> STATS1 + WEB1 (MaxRate 30)",
+            1.0 / PACED_PERIOD
+        ),
+        &b,
+        &counts,
+    );
+    cpu_table(
+        &mut out,
+        &mut rows_json,
+        "b4096",
+        &format!(
+            "(b) IOC CPU, sim paced at {:.0} frames/s (4096x4096 UInt16, binned 4x4 for the viewers) -> STATS1 + WEB1",
+            1.0 / BINNED_PERIOD
+        ),
+        &b4096,
+        &counts,
+    );
     out.push_str("  per viewer: (CPU with k viewers - CPU with none, same repetition) / k\n");
 
     if let Some((python, script)) = browser {
@@ -235,7 +232,8 @@ fn run_all(
                         "viewers": counts, "browser_seconds": opts.browser_seconds},
             "rows": rows_json,
             "windows": {"a": a.iter().map(Window::to_json).collect::<Vec<_>>(),
-                        "b": b.iter().map(Window::to_json).collect::<Vec<_>>()},
+                        "b": b.iter().map(Window::to_json).collect::<Vec<_>>(),
+                        "b4096": b4096.iter().map(Window::to_json).collect::<Vec<_>>()},
         });
         let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
         std::fs::write(p, text + "\n").map_err(|e| format!("cannot write {}: {e}", p.display()))?;
@@ -245,6 +243,48 @@ fn run_all(
 
 /// AcquirePeriod of (b).
 const PACED_PERIOD: f64 = 0.01;
+/// AcquirePeriod of (b) at 4096x4096.
+const BINNED_PERIOD: f64 = 0.1;
+
+/// The IOC's CPU with k viewers against none, per viewer and per frame sent.
+fn cpu_table(
+    out: &mut String,
+    rows_json: &mut Vec<Json>,
+    row: &str,
+    title: &str,
+    b: &[Window],
+    counts: &[usize],
+) {
+    out.push_str(title);
+    out.push('\n');
+    out.push_str(&format!(
+        "  {:<10} {:>14} {:>14} {:>18} {:>16} {:>10}\n",
+        "viewers", "IOC CPU ms/s", "0 viewers", "ms/s per viewer", "ms per frame sent", "spread"
+    ));
+    for &k in &counts[1..] {
+        let extra: Vec<f64> = per_pair(b, k, |w, w0| (w.cpu_ms_per_s - w0.cpu_ms_per_s) / k as f64);
+        let per_frame: Vec<f64> = per_pair(b, k, |w, w0| {
+            let sent = w.received / w.secs;
+            if sent > 0.0 {
+                (w.cpu_ms_per_s - w0.cpu_ms_per_s) / sent
+            } else {
+                f64::NAN
+            }
+        });
+        let cpu_k = median(&per(b, k, |w| w.cpu_ms_per_s));
+        let cpu_0 = median(&per(b, 0, |w| w.cpu_ms_per_s));
+        let spread = relative_spread(&extra);
+        out.push_str(&format!(
+            "  {k:<10} {cpu_k:>14.1} {cpu_0:>14.1} {:>18.2} {:>16.3} {:>9.0}%\n",
+            median(&extra),
+            median(&per_frame),
+            spread * 100.0
+        ));
+        rows_json.push(json!({"row": row, "viewers": k, "cpu_ms_per_s": cpu_k,
+            "cpu_ms_per_s_no_viewer": cpu_0, "cpu_ms_per_s_per_viewer": extra,
+            "cpu_ms_per_frame_sent": per_frame}));
+    }
+}
 
 /// One counting window: `viewers` connected, repetition `rep`.
 #[derive(Clone, Debug)]
