@@ -90,6 +90,8 @@ function render() {
   const scale = { lin: 0, log: 1, sqrt: 2 }[$("scale").value];
   renderer.draw(state.view, state.win, scale);
   drawOverlay();
+  // The profiles' axes follow the image as drawn (zoom, pan).
+  if (state.profile.row.length) drawProfiles();
 }
 
 function show(f) {
