@@ -27,3 +27,5 @@ echo "== frames into Python: the ndflow package's iterator and Python plugins vs
  .venv/bin/python python/bench/python_bench.py --json out/bench/python.json | tee out/bench/python.txt)
 echo "== scale-out: 1 head + N writer processes; loopback and, as root, network namespaces with 1gbit links"
 ./target/release/ndflow bench scaleout --json out/bench/scaleout.json | tee out/bench/scaleout.txt
+echo "== live web viewer: pipeline rate with 0/1/5 viewers (same run), IOC CPU per viewer, headless Chromium"
+./target/release/ndflow bench web --reps 5 --json out/bench/web.json | tee out/bench/web.txt
