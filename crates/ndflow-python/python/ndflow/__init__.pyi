@@ -703,19 +703,19 @@ class _ADBaseParams:
         """Output to an EPICS shutter PV (ShutterMode = EPICS PV) Choices: 'Closed', 'Open' (or their index). Kind: enum Closed|Open; default 'Closed'."""
     @property
     def ShutterStatusEPICS(self) -> str:
-        """Status read back from an EPICS shutter PV Choices: 'Closed', 'Open' (or their index). Kind: enum Closed|Open; default 'Closed'."""
+        """Status read back from an EPICS shutter PV: ShutterStatusEPICS_RBV.INP names it, .ZRVL/.ONVL are its closed/open values (else the simulated shutter's) Choices: 'Closed', 'Open' (or their index). Kind: enum Closed|Open; default 'Closed'."""
     @property
     def ShutterStatusEPICS_RBV(self) -> str:
-        """Status read back from an EPICS shutter PV Choices: 'Closed', 'Open' (or their index). Kind: enum Closed|Open; default 'Closed'."""
+        """Status read back from an EPICS shutter PV: ShutterStatusEPICS_RBV.INP names it, .ZRVL/.ONVL are its closed/open values (else the simulated shutter's) Choices: 'Closed', 'Open' (or their index). Kind: enum Closed|Open; default 'Closed'."""
     @property
     def ShutterFanout(self) -> int:
         """Processes ShutterOpenEPICS and ShutterCloseEPICS (fanout) Kind: int32; default 0."""
     @property
     def ShutterOpenEPICS(self) -> int:
-        """ShutterControlEPICS; opens the EPICS shutter on its transition to non-zero (calcout) Kind: int32; default 0."""
+        """ShutterControlEPICS; on its transition to non-zero writes .OCAL (1) to the PV its .OUT names: opens the EPICS shutter (calcout) Kind: int32; default 0."""
     @property
     def ShutterCloseEPICS(self) -> int:
-        """ShutterControlEPICS; closes the EPICS shutter on its transition to zero (calcout) Kind: int32; default 0."""
+        """ShutterControlEPICS; on its transition to zero writes .OCAL (0) to the PV its .OUT names: closes the EPICS shutter (calcout) Kind: int32; default 0."""
     @property
     def AsynIO(self) -> str:
         """The port's asyn record Kind: string; default ''."""
@@ -3448,12 +3448,12 @@ class _NDPluginBaseParams:
         """Source port name (re-wirable while running) Kind: string; default ''."""
     @property
     def NDArrayAddress(self) -> int:
-        """Source address Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of the source port whose arrays this port takes (0 = its main output; others as the source publishes them, e.g. a time series port's signals); an address the source does not publish is refused; re-wirable while running Range: [0.0, None]. Kind: int32; default 0."""
     @NDArrayAddress.setter
     def NDArrayAddress(self, value: int) -> None: ...
     @property
     def NDArrayAddress_RBV(self) -> int:
-        """Source address Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of the source port whose arrays this port takes (0 = its main output; others as the source publishes them, e.g. a time series port's signals); an address the source does not publish is refused; re-wirable while running Range: [0.0, None]. Kind: int32; default 0."""
     @property
     def EnableCallbacks(self) -> str:
         """Accept arrays (a disabled plugin counts offers as DroppedDisabled) Choices: 'Disable', 'Enable' (or their index). Kind: enum Disable|Enable; default 'Enable'."""
@@ -7429,12 +7429,12 @@ class _timeseriesNDPluginTimeSeriesParams:
         """Next point to be written Kind: int32; default 0."""
     @property
     def TSTimePerPointLink(self) -> float:
-        """Copied to TSTimePerPoint Kind: float64; default 0.0."""
+        """Input link (.DOL) for TSTimePerPoint: a write or the linked PV's value is copied to TSTimePerPoint Kind: float64; default 0.0."""
     @TSTimePerPointLink.setter
     def TSTimePerPointLink(self, value: float) -> None: ...
     @property
     def TSTimePerPointLink_RBV(self) -> float:
-        """Copied to TSTimePerPoint Kind: float64; default 0.0."""
+        """Input link (.DOL) for TSTimePerPoint: a write or the linked PV's value is copied to TSTimePerPoint Kind: float64; default 0.0."""
     @property
     def TSTimePerPoint(self) -> float:
         """Seconds between input time points Range: [0.0, None]. Kind: float64; default 0.0."""
@@ -7493,12 +7493,12 @@ class _gatherNDPluginGatherParams:
         """Source port of input 1 (re-wirable while running) Kind: string; default ''."""
     @property
     def NDArrayAddress_1(self) -> int:
-        """Source address of input 1 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of input 1's source port it takes (re-wirable while running) Range: [0.0, None]. Kind: int32; default 0."""
     @NDArrayAddress_1.setter
     def NDArrayAddress_1(self, value: int) -> None: ...
     @property
     def NDArrayAddress_1_RBV(self) -> int:
-        """Source address of input 1 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of input 1's source port it takes (re-wirable while running) Range: [0.0, None]. Kind: int32; default 0."""
     @property
     def NDArrayPort_2(self) -> str:
         """Source port of input 2 (re-wirable while running) Kind: string; default ''."""
@@ -7509,12 +7509,12 @@ class _gatherNDPluginGatherParams:
         """Source port of input 2 (re-wirable while running) Kind: string; default ''."""
     @property
     def NDArrayAddress_2(self) -> int:
-        """Source address of input 2 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of input 2's source port it takes (re-wirable while running) Range: [0.0, None]. Kind: int32; default 0."""
     @NDArrayAddress_2.setter
     def NDArrayAddress_2(self, value: int) -> None: ...
     @property
     def NDArrayAddress_2_RBV(self) -> int:
-        """Source address of input 2 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of input 2's source port it takes (re-wirable while running) Range: [0.0, None]. Kind: int32; default 0."""
     @property
     def NDArrayPort_3(self) -> str:
         """Source port of input 3 (re-wirable while running) Kind: string; default ''."""
@@ -7525,12 +7525,12 @@ class _gatherNDPluginGatherParams:
         """Source port of input 3 (re-wirable while running) Kind: string; default ''."""
     @property
     def NDArrayAddress_3(self) -> int:
-        """Source address of input 3 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of input 3's source port it takes (re-wirable while running) Range: [0.0, None]. Kind: int32; default 0."""
     @NDArrayAddress_3.setter
     def NDArrayAddress_3(self, value: int) -> None: ...
     @property
     def NDArrayAddress_3_RBV(self) -> int:
-        """Source address of input 3 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of input 3's source port it takes (re-wirable while running) Range: [0.0, None]. Kind: int32; default 0."""
     @property
     def NDArrayPort_4(self) -> str:
         """Source port of input 4 (re-wirable while running) Kind: string; default ''."""
@@ -7541,12 +7541,12 @@ class _gatherNDPluginGatherParams:
         """Source port of input 4 (re-wirable while running) Kind: string; default ''."""
     @property
     def NDArrayAddress_4(self) -> int:
-        """Source address of input 4 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of input 4's source port it takes (re-wirable while running) Range: [0.0, None]. Kind: int32; default 0."""
     @NDArrayAddress_4.setter
     def NDArrayAddress_4(self, value: int) -> None: ...
     @property
     def NDArrayAddress_4_RBV(self) -> int:
-        """Source address of input 4 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of input 4's source port it takes (re-wirable while running) Range: [0.0, None]. Kind: int32; default 0."""
     @property
     def NDArrayPort_5(self) -> str:
         """Source port of input 5 (re-wirable while running) Kind: string; default ''."""
@@ -7557,12 +7557,12 @@ class _gatherNDPluginGatherParams:
         """Source port of input 5 (re-wirable while running) Kind: string; default ''."""
     @property
     def NDArrayAddress_5(self) -> int:
-        """Source address of input 5 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of input 5's source port it takes (re-wirable while running) Range: [0.0, None]. Kind: int32; default 0."""
     @NDArrayAddress_5.setter
     def NDArrayAddress_5(self, value: int) -> None: ...
     @property
     def NDArrayAddress_5_RBV(self) -> int:
-        """Source address of input 5 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of input 5's source port it takes (re-wirable while running) Range: [0.0, None]. Kind: int32; default 0."""
     @property
     def NDArrayPort_6(self) -> str:
         """Source port of input 6 (re-wirable while running) Kind: string; default ''."""
@@ -7573,12 +7573,12 @@ class _gatherNDPluginGatherParams:
         """Source port of input 6 (re-wirable while running) Kind: string; default ''."""
     @property
     def NDArrayAddress_6(self) -> int:
-        """Source address of input 6 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of input 6's source port it takes (re-wirable while running) Range: [0.0, None]. Kind: int32; default 0."""
     @NDArrayAddress_6.setter
     def NDArrayAddress_6(self, value: int) -> None: ...
     @property
     def NDArrayAddress_6_RBV(self) -> int:
-        """Source address of input 6 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of input 6's source port it takes (re-wirable while running) Range: [0.0, None]. Kind: int32; default 0."""
     @property
     def NDArrayPort_7(self) -> str:
         """Source port of input 7 (re-wirable while running) Kind: string; default ''."""
@@ -7589,12 +7589,12 @@ class _gatherNDPluginGatherParams:
         """Source port of input 7 (re-wirable while running) Kind: string; default ''."""
     @property
     def NDArrayAddress_7(self) -> int:
-        """Source address of input 7 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of input 7's source port it takes (re-wirable while running) Range: [0.0, None]. Kind: int32; default 0."""
     @NDArrayAddress_7.setter
     def NDArrayAddress_7(self, value: int) -> None: ...
     @property
     def NDArrayAddress_7_RBV(self) -> int:
-        """Source address of input 7 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of input 7's source port it takes (re-wirable while running) Range: [0.0, None]. Kind: int32; default 0."""
     @property
     def NDArrayPort_8(self) -> str:
         """Source port of input 8 (re-wirable while running) Kind: string; default ''."""
@@ -7605,12 +7605,12 @@ class _gatherNDPluginGatherParams:
         """Source port of input 8 (re-wirable while running) Kind: string; default ''."""
     @property
     def NDArrayAddress_8(self) -> int:
-        """Source address of input 8 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of input 8's source port it takes (re-wirable while running) Range: [0.0, None]. Kind: int32; default 0."""
     @NDArrayAddress_8.setter
     def NDArrayAddress_8(self, value: int) -> None: ...
     @property
     def NDArrayAddress_8_RBV(self) -> int:
-        """Source address of input 8 (no effect in ndflow) Range: [0.0, None]. Kind: int32; default 0."""
+        """Address of input 8's source port it takes (re-wirable while running) Range: [0.0, None]. Kind: int32; default 0."""
 
 class SimPort(Port, _simsimDetectorParams, _ADBaseParams, _NDArrayBaseParams):
     """A `sim` port: its parameters as attributes."""
