@@ -16,22 +16,22 @@
 //! out of this library so that what links it (the Python package) carries none of them.
 
 pub mod access;
+pub mod asyn_fields;
 pub mod ca;
 pub mod ca_cmd;
-pub mod asyn_fields;
 pub mod ca_fields;
 pub mod cli_fmt;
 pub mod config;
 pub mod events;
 pub mod health;
 pub mod ioc;
+pub mod links;
 pub mod logging;
 pub mod put_log;
 pub mod pv_attrs;
 pub mod pv_cmd;
 pub mod pva;
 pub mod pvdir;
-pub mod links;
 pub mod record_fields;
 pub mod reference;
 pub mod registry;

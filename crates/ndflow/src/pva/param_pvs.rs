@@ -108,7 +108,8 @@ impl PvaProvider {
             return;
         };
         let value = to_value(s.def, desc, v);
-        let alarms = !matches!(s.def.alarm, AlarmRule::None) || s.def.link != ndflow_core::LinkKind::None;
+        let alarms =
+            !matches!(s.def.alarm, AlarmRule::None) || s.def.link != ndflow_core::LinkKind::None;
         let mut bits = changed_bits(desc);
         if alarms {
             bits.extend(desc.find("alarm").map(|(bit, _)| bit));
