@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ndflow_ca::header::eca;
+use ndflow_ca::header::{cmd, eca, message, string_message, Header, DBE_VALUE};
 use ndflow_ca::testing::{demo_provider, image_ramp, IMAGE_LEN, PATH_TEXT};
 use ndflow_ca::{
     CaValue, Client, ClientConfig, ClientError, DbrType, Family, NativeType, Server, ServerConfig,
@@ -233,6 +233,62 @@ fn puts_notify_slow_refused_failing() {
         .unwrap_err();
     assert_eq!(e.eca(), Some(eca::PUTFAIL));
     assert_eq!(c.get("T:fail", T).unwrap().value, CaValue::Long(vec![0]));
+}
+
+/// The next whole message on `s` (header, payload).
+fn read_message(s: &mut std::net::TcpStream) -> (Header, Vec<u8>) {
+    use std::io::Read;
+    let mut buf = vec![0u8; 16];
+    s.read_exact(&mut buf).unwrap();
+    let (h, _) = Header::parse(&buf, usize::MAX).unwrap().unwrap();
+    let mut payload = vec![0u8; h.payload_size as usize];
+    s.read_exact(&mut payload).unwrap();
+    (h, payload)
+}
+
+/// On the wire, a put's completion never overtakes the monitor update of the value it wrote,
+/// as in an EPICS IOC: pyepics reads its monitored copy right after `caput(wait=True)` and
+/// must see the write.
+#[test]
+fn a_put_completion_follows_its_monitor_update() {
+    use std::io::Write;
+    let (srv, _c, _) = start();
+    let mut s = std::net::TcpStream::connect(srv.tcp_addr()).unwrap();
+    s.set_read_timeout(Some(T)).unwrap();
+    let mut hello = message(Header::new(cmd::VERSION, 0, 13, 0, 0), &[]);
+    hello.extend(string_message(Header::new(cmd::HOST_NAME, 0, 0, 0, 0), "h"));
+    hello.extend(string_message(Header::new(cmd::CLIENT_NAME, 0, 0, 0, 0), "u"));
+    hello.extend(string_message(Header::new(cmd::CREATE_CHAN, 0, 0, 1, 13), "T:long"));
+    s.write_all(&hello).unwrap();
+    let sid = loop {
+        let (h, _) = read_message(&mut s);
+        if h.command == cmd::CREATE_CHAN {
+            break h.p2;
+        }
+    };
+    let long = DbrType::new(Family::Plain, NativeType::Long).code();
+    let mut mask = [0u8; 16];
+    mask[12..14].copy_from_slice(&DBE_VALUE.to_be_bytes());
+    s.write_all(&message(Header::new(cmd::EVENT_ADD, long, 1, sid, 7), &mask))
+        .unwrap();
+    assert_eq!(read_message(&mut s).0.command, cmd::EVENT_ADD);
+    for i in 0..200i32 {
+        let put = Header::new(cmd::WRITE_NOTIFY, long, 1, sid, 1000 + i as u32);
+        s.write_all(&message(put, &i.to_be_bytes())).unwrap();
+        let mut seen = None;
+        loop {
+            let (h, p) = read_message(&mut s);
+            match h.command {
+                cmd::EVENT_ADD => seen = Some(i32::from_be_bytes([p[0], p[1], p[2], p[3]])),
+                cmd::WRITE_NOTIFY => {
+                    assert_eq!(h.p1, eca::NORMAL);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(seen, Some(i), "put {i}: the update came after the completion");
+    }
 }
 
 #[test]

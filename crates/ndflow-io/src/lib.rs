@@ -34,7 +34,9 @@ pub mod nexus;
 pub mod null;
 pub mod tiff;
 
-#[cfg(any(test, feature = "test-support"))]
+// Always built (not behind a feature): a feature only other crates' tests enable would make
+// `cargo test --workspace` rebuild this crate and everything above it a second time.
+#[doc(hidden)]
 pub mod test_dir;
 
 pub use file::{FileWriterPlugin, Format};

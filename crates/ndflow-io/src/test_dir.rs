@@ -1,5 +1,5 @@
-//! A scratch directory for unit tests, removed when dropped (also for other crates' tests,
-//! with the `test-support` feature).
+//! A scratch directory for tests (this crate's and others'), removed when dropped. Test
+//! support only: it panics when the system temp directory cannot be written.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -59,6 +59,7 @@ impl WebServer {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("ndflow-web")
+            .on_thread_start(yield_to_acquisition)
             .enable_all()
             .build()
             .map_err(|e| format!("web server: cannot start its runtime: {e}"))?;
@@ -91,6 +92,28 @@ impl WebServer {
     /// Where it listens.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+}
+
+/// How much less CPU the viewers' threads (the runtime's workers and its blocking threads,
+/// which encode and bin frames) get than the pipeline when the IOC's cores are busy: a viewer
+/// takes what acquisition leaves and never slows it (Linux nice value, per thread).
+pub const VIEWER_NICE: i32 = 10;
+
+/// Lowers the calling thread's priority to [`VIEWER_NICE`] (a no-op where that fails, e.g.
+/// under a seccomp policy that forbids it: the viewer then competes as an equal).
+fn yield_to_acquisition() {
+    // SAFETY: gettid and setpriority take plain integers, touch no memory of ours, and on
+    // Linux PRIO_PROCESS with a thread id changes that thread's nice value only.
+    let rc = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, VIEWER_NICE)
+    };
+    if rc != 0 {
+        tracing::debug!(
+            "web server: cannot lower this thread's priority: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 
@@ -202,5 +225,70 @@ async fn put(
             Json(json!({ "ok": false, "error": e.to_string() })),
         )
             .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoBackend;
+    impl Backend for NoBackend {
+        fn ports(&self) -> Value {
+            json!([])
+        }
+        fn values(&self, _: &[&str]) -> Value {
+            json!({})
+        }
+        fn pipeline(&self) -> Value {
+            json!([])
+        }
+        fn put(&self, pv: &str, _: &Value, _: &str) -> Result<(), String> {
+            Err(format!("no PV {pv}"))
+        }
+    }
+
+    /// The nice values (field 19 of /proc/self/task/TID/stat) of this process's threads
+    /// named `name`.
+    fn nice_of_threads(name: &str) -> Vec<i32> {
+        let mut out = Vec::new();
+        for t in std::fs::read_dir("/proc/self/task")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            // After the ")" that closes the name: state is field 3, nice field 19.
+            let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+            if comm.trim() == name {
+                if let Some(n) = rest.split_whitespace().nth(16) {
+                    out.push(n.parse().unwrap_or(i32::MIN));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn viewer_threads_yield_to_acquisition() {
+        let hub = Arc::new(FrameHub::default());
+        let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let srv = WebServer::start(addr, hub, Arc::new(NoBackend)).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let nice = loop {
+            let n = nice_of_threads("ndflow-web");
+            if n.len() >= 2 || std::time::Instant::now() > deadline {
+                break n;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        assert!(nice.len() >= 2, "worker threads: {nice:?}");
+        assert!(nice.iter().all(|&n| n == VIEWER_NICE), "{nice:?}");
+        // This (test) thread keeps its own priority.
+        let me = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        let mine = me.rsplit_once(')').unwrap().1.split_whitespace().nth(16);
+        assert_eq!(mine, Some("0"));
+        drop(srv);
     }
 }

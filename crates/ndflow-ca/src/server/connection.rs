@@ -180,22 +180,31 @@ async fn write_loop(
         // Wait for anything to send.
         let first = tokio::select! {
             biased;
-            m = out_rx.recv() => match m { Some(m) => Some(m), None => break },
-            m = comp_rx.recv() => m,
+            m = out_rx.recv() => match m { Some(m) => Some(Wake::Reply(m)), None => break },
+            m = comp_rx.recv() => m.map(Wake::Completion),
             _ = conn.notify.notified() => None,
         };
-        let mut batch: Vec<Vec<u8>> = first.into_iter().collect();
+        let (mut replies, mut completions) = (Vec::new(), Vec::new());
+        match first {
+            Some(Wake::Reply(m)) => replies.push(m),
+            Some(Wake::Completion(m)) => completions.push(m),
+            None => {}
+        }
         while let Ok(m) = out_rx.try_recv() {
-            batch.push(m);
+            replies.push(m);
         }
         while let Ok(m) = comp_rx.try_recv() {
-            batch.push(m);
+            completions.push(m);
         }
-        for m in &batch {
+        for m in &replies {
             if w.push(m).await.is_err() {
                 return;
             }
         }
+        // Monitor updates before put completions: a handler posts the new value before it
+        // completes the put, so every update queued before a completion arrived goes out
+        // ahead of it, as in an EPICS IOC. A client that reads its monitored copy right
+        // after `caput(wait=True)` (pyepics) then sees what it wrote.
         while let Some(sub) = conn.pop_ready() {
             for snap in sub.take() {
                 let sent = match encode_update(&sub, &snap, max) {
@@ -207,12 +216,23 @@ async fn write_loop(
                 }
             }
         }
+        for m in &completions {
+            if w.push(m).await.is_err() {
+                return;
+            }
+        }
         if w.flush().await.is_err() {
             return;
         }
     }
     let _ = w.flush().await;
     let _ = w.wr.shutdown().await;
+}
+
+/// What woke the writer with a message to send.
+enum Wake {
+    Reply(Vec<u8>),
+    Completion(Vec<u8>),
 }
 
 /// Small messages gather here and go out in one write.
