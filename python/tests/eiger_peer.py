@@ -14,7 +14,7 @@ imports tickit_devices), a missing one is built there once.
     healthy_start(python, workdir, ...)   a simulator that passed a short-series self-check
     tickit_python / tickit_eiger          the pytest fixtures
 
-tickit quirks the helpers absorb (see shared/reference/eiger.md A3, A6):
+tickit quirks the helpers absorb:
   * in about a third of its starts its PUSH sockets also connect to themselves and lose every
     other message for the life of the process: `healthy_start` drives one 4-image series, counts
     the images on a PULL and restarts on new ports if any is missing;
@@ -42,6 +42,7 @@ data chosen here (the DECTRIS test data cannot be shipped), plus the arrays they
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -110,6 +111,15 @@ def build_tickit_venv(venv: Path, log=None) -> tuple[Path, float]:
     that already imports tickit_devices is used as it is (0 s). Raises TickitUnavailable with
     the last line pip printed when the install fails."""
     venv = Path(venv)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    # One builder at a time: scripts/test.sh starts one in the background while the tests run,
+    # and the fixture then waits here for it instead of building a second.
+    with open(venv.with_name(venv.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_tickit_venv_locked(venv, log)
+
+
+def _build_tickit_venv_locked(venv: Path, log) -> tuple[Path, float]:
     python = _venv_python(venv)
     if python.exists() and _tickit_importable(python):
         return python, 0.0
@@ -121,7 +131,8 @@ def build_tickit_venv(venv: Path, log=None) -> tuple[Path, float]:
             raise TickitUnavailable(_last_line(r.stderr or r.stdout) or "python -m venv failed")
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
     r = subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", *TICKIT_REQUIREMENTS],
+        # --no-compile: no .pyc ahead of time (a third of pip's CPU time here).
+        [str(python), "-m", "pip", "install", "--quiet", "--no-compile", *TICKIT_REQUIREMENTS],
         capture_output=True, text=True, env=env,
     )
     if log is not None:
@@ -958,3 +969,15 @@ if pytest is not None:
         yield factory
         for eiger in made:
             eiger.stop()
+
+
+if __name__ == "__main__":
+    # `python eiger_peer.py build-venv PATH`: builds the tickit venv at PATH ahead of the tests
+    # (scripts/test.sh runs it in the background, with NDFLOW_TICKIT_VENV=PATH for the tests).
+    if len(sys.argv) != 3 or sys.argv[1] != "build-venv":
+        sys.exit("usage: eiger_peer.py build-venv PATH")
+    try:
+        _, secs = build_tickit_venv(Path(sys.argv[2]), log=Path(sys.argv[2] + "-pip.log"))
+    except TickitUnavailable as e:
+        sys.exit(f"tickit venv not built: {e}")
+    print(f"tickit venv at {sys.argv[2]}: {'built in %.1f s' % secs if secs else 'reused'}")
