@@ -257,8 +257,14 @@ fn a_put_completion_follows_its_monitor_update() {
     s.set_read_timeout(Some(T)).unwrap();
     let mut hello = message(Header::new(cmd::VERSION, 0, 13, 0, 0), &[]);
     hello.extend(string_message(Header::new(cmd::HOST_NAME, 0, 0, 0, 0), "h"));
-    hello.extend(string_message(Header::new(cmd::CLIENT_NAME, 0, 0, 0, 0), "u"));
-    hello.extend(string_message(Header::new(cmd::CREATE_CHAN, 0, 0, 1, 13), "T:long"));
+    hello.extend(string_message(
+        Header::new(cmd::CLIENT_NAME, 0, 0, 0, 0),
+        "u",
+    ));
+    hello.extend(string_message(
+        Header::new(cmd::CREATE_CHAN, 0, 0, 1, 13),
+        "T:long",
+    ));
     s.write_all(&hello).unwrap();
     let sid = loop {
         let (h, _) = read_message(&mut s);
@@ -269,8 +275,11 @@ fn a_put_completion_follows_its_monitor_update() {
     let long = DbrType::new(Family::Plain, NativeType::Long).code();
     let mut mask = [0u8; 16];
     mask[12..14].copy_from_slice(&DBE_VALUE.to_be_bytes());
-    s.write_all(&message(Header::new(cmd::EVENT_ADD, long, 1, sid, 7), &mask))
-        .unwrap();
+    s.write_all(&message(
+        Header::new(cmd::EVENT_ADD, long, 1, sid, 7),
+        &mask,
+    ))
+    .unwrap();
     assert_eq!(read_message(&mut s).0.command, cmd::EVENT_ADD);
     for i in 0..200i32 {
         let put = Header::new(cmd::WRITE_NOTIFY, long, 1, sid, 1000 + i as u32);
@@ -287,7 +296,11 @@ fn a_put_completion_follows_its_monitor_update() {
                 _ => {}
             }
         }
-        assert_eq!(seen, Some(i), "put {i}: the update came after the completion");
+        assert_eq!(
+            seen,
+            Some(i),
+            "put {i}: the update came after the completion"
+        );
     }
 }
 

@@ -1,11 +1,10 @@
 //! File control by frame attributes (NDPluginFile's FilePluginDestination, FilePluginFileName,
 //! FilePluginFileNumber, FilePluginClose) through the TIFF and HDF5 writers.
 
-mod common;
-
 use std::path::Path;
 
-use common::{mono8, shape, TempDir};
+use crate::common;
+use crate::common::{mono8, shape, TempDir};
 use ndflow_core::{AttrValue, NDArray, NDAttribute, ParamValue};
 use ndflow_io::hdf5::{ATTR_GROUP, DATA_PATH};
 use ndflow_io::{Hdf5FilePlugin, TiffFilePlugin};

@@ -1,11 +1,9 @@
 //! NDFile behaviour: Single/Capture/Stream counts, names, auto-increment, TempSuffix,
 //! WriteFile, FreeCapture, I/O errors.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{mono8, TempDir};
+use crate::common::{mono8, TempDir};
 use ndflow_io::{JpegFilePlugin, TiffFilePlugin};
 use ndflow_runtime::{Plugin, PluginHarness};
 

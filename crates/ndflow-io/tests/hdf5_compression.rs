@@ -3,11 +3,9 @@
 //! 12/16-byte header for bslz4/lz4), the filter and cd_values are the registered ones, and
 //! everything reads back through HDF5 (our in-process filters) bit-exactly.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{frame, hdf5_harness, hdf5_stream, read_all, TempDir};
+use crate::common::{frame, hdf5_harness, hdf5_stream, read_all, TempDir};
 use hdf5_metno::filters::Filter;
 use ndflow_codec::bitshuffle;
 use ndflow_core::{DataType, NDArray};

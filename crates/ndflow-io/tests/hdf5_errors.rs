@@ -3,9 +3,7 @@
 //! WriteStatus/WriteMessage, counted in FramesNotWritten, the plugin keeps taking frames, and
 //! the file keeps every frame written before the error. Plus SWMR flags and FlushNow.
 
-mod common;
-
-use common::{frame, hdf5_harness, read_all, shape, TempDir};
+use crate::common::{frame, hdf5_harness, read_all, shape, TempDir};
 use ndflow_core::NDArray;
 use ndflow_io::hdf5::{ATTR_GROUP, DATA_PATH};
 

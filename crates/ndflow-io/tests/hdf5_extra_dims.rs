@@ -2,9 +2,7 @@
 //! `[…, X, N, y, x]` filled N fastest (ADCore configureDims / extendDataSet), NumCapture
 //! follows the product, and DimAttDatasets gives NDAttribute datasets the same axes.
 
-mod common;
-
-use common::{frame, hdf5_harness, hdf5_stream, read_all, shape, TempDir};
+use crate::common::{frame, hdf5_harness, hdf5_stream, read_all, shape, TempDir};
 use ndflow_core::{AttrValue, NDAttribute};
 
 const DATA: &str = "/entry/instrument/detector/data";

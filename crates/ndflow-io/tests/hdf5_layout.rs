@@ -2,9 +2,9 @@
 //! attributes, the NDAttribute datasets, uniqueId/timestamps and the performance dataset,
 //! read back with hdf5-metno.
 
-mod common;
-
-use common::{frame, hdf5_harness, hdf5_stream, read_all, shape, str_attr, with_attrs, TempDir};
+use crate::common::{
+    frame, hdf5_harness, hdf5_stream, read_all, shape, str_attr, with_attrs, TempDir,
+};
 use ndflow_core::{AttrValue, NDAttribute, ParamStore, SourceType};
 use ndflow_io::hdf5::{ATTR_GROUP, DATA_PATH, DETECTOR_ATTR_GROUP, LINK_PATH, PERFORMANCE_PATH};
 use ndflow_io::Hdf5FilePlugin;

@@ -3,9 +3,7 @@
 //! is not written (WriteStatus, WriteMessage, FramesNotWritten) and the file closes as in
 //! ADCore.
 
-mod common;
-
-use common::{frame, hdf5_harness, read_all, shape, TempDir};
+use crate::common::{frame, hdf5_harness, read_all, shape, TempDir};
 use ndflow_core::{AttrValue, NDAttribute, ParamValue};
 
 const DATA: &str = "/entry/instrument/detector/data";

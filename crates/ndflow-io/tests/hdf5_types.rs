@@ -1,9 +1,7 @@
 //! Every data type, Mono/RGB1/RGB2/RGB3, and the chunking parameters: frames written by the
 //! HDF5 plugin read back bit-exactly with hdf5-metno, in the shape NDFileHDF5 gives them.
 
-mod common;
-
-use common::{frame, hdf5_harness, hdf5_stream, pattern, read_all, rgb, shape, TempDir};
+use crate::common::{frame, hdf5_harness, hdf5_stream, pattern, read_all, rgb, shape, TempDir};
 use ndflow_core::{with_pixel_type, ColorMode, DataType, NDArray, Pixel};
 use ndflow_io::hdf5::{chunk_shape, ChunkRequest, DATA_PATH};
 

@@ -2,11 +2,9 @@
 //! sources, attributes (OnFileOpen / OnFileClose), hardlinks, ndattr_default,
 //! detector_data_destination; invalid layouts refused. Read back with hdf5-metno.
 
-mod common;
-
 use std::path::Path;
 
-use common::{frame, hdf5_harness, hdf5_stream, read_all, shape, str_attr, TempDir};
+use crate::common::{frame, hdf5_harness, hdf5_stream, read_all, shape, str_attr, TempDir};
 use hdf5_metno::types::VarLenUnicode;
 use ndflow_core::{AttrValue, NDAttribute, ParamValue};
 

@@ -1,13 +1,12 @@
 //! The NDFile behaviour for a multi-frame format (what HDF5 will use), with a mock format
 //! that writes one line per frame; and the JPEG plugin through the harness.
 
-mod common;
-
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
-use common::{mono8, TempDir};
+use crate::common;
+use crate::common::{mono8, TempDir};
 use ndflow_core::{NDArray, ParamDef, ParamStore};
 use ndflow_io::{FileWriterPlugin, Format, JpegFilePlugin};
 use ndflow_runtime::PluginHarness;

@@ -2,15 +2,13 @@
 //! a valid file (areaDetector drops them, issue #469). Run through a real graph port with a
 //! writer held back by a gate so frames pile up in the queue.
 
-mod common;
-
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{mono8, TempDir};
+use crate::common::{mono8, TempDir};
 use ndflow_core::{NDArray, ParamDef, ParamStore};
 use ndflow_io::{FileWriterPlugin, Format};
 use ndflow_runtime::Graph;

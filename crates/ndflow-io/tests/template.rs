@@ -1,7 +1,6 @@
 //! FileTemplate formatting and CreateDirectory rules.
 
-mod common;
-
+use crate::common;
 use ndflow_io::file::{create_directory, format_file_name, normalize_dir};
 
 #[test]

@@ -1,11 +1,9 @@
 //! TIFF files read back with the `tiff` crate's decoder: every type, Mono and RGB1/2/3,
 //! the 65000-65003 tags and attribute tags; JPEG read back with the codec's decoder.
 
-mod common;
-
 use std::io::Cursor;
 
-use common::{frame, pattern, rgb, with_attrs};
+use crate::common::{frame, pattern, rgb, with_attrs};
 use ndflow_core::{with_pixel_type, ColorMode, DataType, NDArray, Pixel, Pool};
 use ndflow_io::jpeg::encode_jpeg;
 use ndflow_io::tiff::write_tiff;

@@ -2,9 +2,7 @@
 //! colour mode, uniqueId, time stamps, attributes as text), and a missing or foreign file is
 //! reported in WriteStatus/WriteMessage without a frame.
 
-mod common;
-
-use common::{frame, pattern, rgb, with_attrs, TempDir};
+use crate::common::{frame, pattern, rgb, with_attrs, TempDir};
 use ndflow_core::{with_pixel_type, AttrValue, ColorMode, DataType, NDArray, ParamValue, Pixel};
 use ndflow_io::TiffFilePlugin;
 use ndflow_runtime::{Plugin, PluginHarness};

@@ -1,8 +1,7 @@
 //! NDPluginBadPixel on known images: Set, Replace, Median (also at edges and corners),
 //! through a binned ROI, 1-D, every data type, and bad files.
 
-mod common;
-
+use crate::common;
 use std::io::Write;
 use std::sync::Arc;
 

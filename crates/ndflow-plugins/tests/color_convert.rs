@@ -1,7 +1,6 @@
 //! NDPluginColorConvert against plain per-pixel loops, for every data type and colour mode.
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 
 use ndflow_core::{with_pixel_type, AttrValue, ColorMode, DataType, NDArray, NDAttribute, Pixel};

@@ -1,7 +1,6 @@
 //! NDPluginFFT against a plain DFT (ADCore's sign, e^{+2πi·jk/n}), averaging, axes.
 
-mod common;
-
+use crate::common;
 use std::f64::consts::PI;
 use std::sync::Arc;
 

@@ -2,8 +2,7 @@
 //! Mono and RGB1/2/3, every data type, text boxes of the four fonts, the position/centre
 //! link, the records of NDOverlay + NDOverlayN, refusals and a pipeline's accounting.
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;

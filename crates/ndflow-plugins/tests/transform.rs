@@ -1,8 +1,7 @@
 //! NDPluginTransform against ADCore's index mapping (NDPluginTransform.cpp, Mono loops),
 //! for every type, every colour layout and every data type, on a non-square noise image.
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -2,12 +2,10 @@
 //! segmented messages and cached type definitions (0xFD/0xFE). Discovery goes over TCP (name
 //! server mode), so no UDP is involved.
 
-mod client_common;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use client_common::fake::{full_update, full_update_in, FakeServer, Script};
+use crate::client_common::fake::{full_update, full_update_in, FakeServer, Script};
 use ndflow_pva::client::{Client, ClientConfig, ClientError, MonitorEvent, MonitorOptions};
 use ndflow_pva::nt::ntndarray::{ntndarray_desc, Dimension, NtNdArray};
 use ndflow_pva::{ByteOrder, NumArray, Value};
@@ -115,8 +113,8 @@ fn segmented_and_cached(order: ByteOrder) {
 }
 
 /// Receive throughput of the client alone (the fake server writes one pre-encoded 32 MB update
-/// over and over). `cargo test --release -p ndflow-pva --test client_fake_server -- --ignored
-/// --nocapture`.
+/// over and over). `cargo test --release -p ndflow-pva --test integration
+/// client_fake_server:: -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn bench_client_receive_32mb() {

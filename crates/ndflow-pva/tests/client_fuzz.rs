@@ -2,15 +2,12 @@
 //! (1) straight to the client's decoders and per-request handlers, and (2) over TCP from a server
 //! that garbles its replies. Nothing may panic; every run prints how many executions it made.
 
-mod client_common;
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use client_common::fake::{full_update, FakeServer, Script};
-use common::Rng;
+use crate::client_common::fake::{full_update, FakeServer, Script};
+use crate::common::Rng;
 use ndflow_pva::client::proto::{self, OpDecoder, OpKind};
 use ndflow_pva::client::{Client, ClientConfig, MonitorOptions, PutValue};
 use ndflow_pva::nt::ntndarray::{ntndarray_desc, Attribute, Dimension, NtNdArray};

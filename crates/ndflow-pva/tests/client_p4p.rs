@@ -1,11 +1,9 @@
 //! Our client against a p4p (pvxs) server on 127.0.0.1 with per-test ports.
 //! Skipped (with a printed reason) when the project's .venv is missing.
 
-mod client_common;
-
 use std::time::{Duration, Instant};
 
-use client_common::{pixel, PyServer};
+use crate::client_common::{pixel, PyServer};
 use ndflow_pva::client::{Client, ClientError, MonitorEvent, MonitorOptions, PutValue};
 use ndflow_pva::nt::ntndarray::NtNdArray;
 use ndflow_pva::{FieldDesc, ScalarType, Value};
@@ -344,7 +342,7 @@ fn reconnect_after_server_restart() {
 }
 
 /// Throughput of 32 MB frames from p4p, next to raw loopback TCP. Timing check:
-/// `cargo test --release -p ndflow-pva --test client_p4p -- --ignored --nocapture`.
+/// `cargo test --release -p ndflow-pva --test integration client_p4p:: -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn bench_32mb_frames() {

@@ -1,10 +1,9 @@
 //! Client message bodies against the captured bytes of a captured exchange, and zero-copy decoding
 //! of monitor updates.
-mod common;
 
 use std::sync::Arc;
 
-use common::hex;
+use crate::common::hex;
 use ndflow_pva::client::proto::{self, OpDecoder, OpEvent, OpKind};
 use ndflow_pva::client::AuthMethod;
 use ndflow_pva::nt::ntndarray::{ntndarray_desc, Dimension, NtNdArray};

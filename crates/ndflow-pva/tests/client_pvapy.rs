@@ -1,11 +1,9 @@
 //! Our client against a pvapy (pvAccessCPP) server on 127.0.0.1: large frames arrive segmented
 //! and types come through the 0xFD/0xFE cache. Fails when the project's .venv is missing.
 
-mod client_common;
-
 use std::time::{Duration, Instant};
 
-use client_common::{pixel, PyServer};
+use crate::client_common::{pixel, PyServer};
 use ndflow_pva::client::{Client, MonitorEvent, MonitorOptions, PutValue};
 use ndflow_pva::nt::ntndarray::NtNdArray;
 use ndflow_pva::{ScalarType, Value};
@@ -116,7 +114,7 @@ fn segmented_frames_of_all_types_and_scalar_put() {
 }
 
 /// Throughput of 32 MB frames from pvAccessCPP (segmented). `cargo test --release -p
-/// ndflow-pva --test client_pvapy -- --ignored --nocapture`.
+/// ndflow-pva --test integration client_pvapy:: -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn bench_32mb_frames_pvapy() {

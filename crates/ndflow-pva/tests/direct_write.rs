@@ -2,17 +2,16 @@
 //! intact and in order whether it went straight to the socket, through the connection's writer
 //! (a slow client closes the window), or was left half written at the post's deadline.
 
-mod server_support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::server_support;
+use crate::server_support::Raw;
 use ndflow_pva::client::{Client, ClientConfig, MonitorEvent, MonitorOptions};
 use ndflow_pva::nt::ntndarray::{ntndarray_desc, NtNdArray};
 use ndflow_pva::server::{Server, ServerConfig, SharedPv, StaticProvider};
 use ndflow_pva::transport::{cmd, subcmd};
 use ndflow_pva::{BitSet, NumArray, Value};
-use server_support::Raw;
 
 /// Pixel `i` of frame `uid`: every frame differs everywhere, so a mixed-up frame shows.
 fn pixel(i: usize, uid: i32) -> u16 {

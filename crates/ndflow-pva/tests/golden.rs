@@ -1,6 +1,5 @@
 //! The captured bytes of a captured exchange (p4p 4.3.0 client <-> pvxs 1.5.3 server).
-mod common;
-use common::hex;
+use crate::common::hex;
 use ndflow_pva::nt::ntndarray::{alarm_desc, time_desc};
 use ndflow_pva::wire::header::{CTRL_SET_BYTE_ORDER, HEADER_LEN};
 use ndflow_pva::{

@@ -1,5 +1,4 @@
-mod common;
-use common::{hex, ORDERS};
+use crate::common::{hex, ORDERS};
 use ndflow_pva::nt::ntndarray::{
     ntndarray_desc, value_selector, Attribute, Dimension, NtNdArray, TimeStamp, NTNDARRAY_ID,
     VALUE_MEMBERS,

@@ -1,5 +1,4 @@
-mod common;
-use common::{hex, ORDERS};
+use crate::common::{hex, ORDERS};
 use ndflow_pva::wire::primitives::MAX_SIZE;
 use ndflow_pva::{BitSet, ByteOrder, DecodeError, Reader, Status, StatusKind, Writer};
 

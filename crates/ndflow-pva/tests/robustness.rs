@@ -1,7 +1,6 @@
 //! Decoders fed truncated and corrupted versions of valid input must return an error or a value
 //! that re-encodes consistently; never panic.
-mod common;
-use common::{hex, Rng, ORDERS};
+use crate::common::{hex, Rng, ORDERS};
 use ndflow_pva::nt::ntndarray::{ntndarray_desc, Attribute, Dimension, NtNdArray, TimeStamp};
 use ndflow_pva::{
     BitSet, ByteOrder, DecodeError, FieldDesc, Header, NumArray, Reader, ScalarType,

@@ -2,17 +2,16 @@
 //! fast whatever the client does, and a lossless post blocked on a client's window is released
 //! as soon as that client goes away (or at its deadline while the client merely stalls).
 
-mod server_support;
-
 use std::io::Read;
 use std::time::{Duration, Instant};
 
+use crate::server_support;
+use crate::server_support::{start, Raw};
 use ndflow_pva::nt::ntndarray::ntndarray_desc;
 use ndflow_pva::nt::scalar;
 use ndflow_pva::server::{PostError, SharedPv};
 use ndflow_pva::transport::{cmd, subcmd};
 use ndflow_pva::{BitSet, NumArray, ScalarType, Value};
-use server_support::{start, Raw};
 
 fn frame(uid: i32, pixels: &NumArray) -> Value {
     server_support::image_value(uid, pixels, 1024, 1024)

@@ -3,19 +3,17 @@
 //! replies refused to other hosts, TCP search (name-server mode), beacons to the configured
 //! list, and the EPICS_PVAS_* configuration. Everything on 127.0.0.1.
 
-mod server_support;
-
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::server_support::{start, Raw};
 use ndflow_net::Listen;
 use ndflow_pva::nt::scalar;
 use ndflow_pva::server::{Server, ServerConfig, SharedPv, StaticProvider};
 use ndflow_pva::transport::cmd;
 use ndflow_pva::wire::header::HEADER_LEN;
 use ndflow_pva::{ByteOrder, Header, Reader, ScalarType, Value, Writer};
-use server_support::{start, Raw};
 
 fn pv() -> SharedPv {
     SharedPv::new(

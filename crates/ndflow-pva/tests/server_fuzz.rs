@@ -3,20 +3,17 @@
 //! reader, to the UDP search handler, and as raw bytes to a live server. Nothing may panic, and
 //! the live server must keep serving. Execution counts are printed.
 
-mod common;
-mod server_support;
-
 use std::io::Write;
 use std::sync::Arc;
 
-use common::Rng;
+use crate::common::Rng;
+use crate::server_support::{start, Raw};
 use ndflow_pva::nt::ntndarray::ntndarray_desc;
 use ndflow_pva::nt::{enumeration, scalar};
 use ndflow_pva::server::fuzz::Harness;
 use ndflow_pva::server::{SharedPv, StaticProvider};
 use ndflow_pva::transport::{cmd, MessageReader};
 use ndflow_pva::{BitSet, ByteOrder, Header, ScalarType, Value, Writer};
-use server_support::{start, Raw};
 
 fn provider() -> Arc<StaticProvider> {
     let p = Arc::new(StaticProvider::new());

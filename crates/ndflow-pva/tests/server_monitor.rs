@@ -1,11 +1,10 @@
 //! MONITOR: start/stop, pipelining window and acks, squashing with overrun bits, field masks,
 //! destroy — over a loopback socket, and deterministically through the handler harness.
 
-mod server_support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::server_support::{start, value_of, Raw};
 use ndflow_pva::nt::scalar;
 use ndflow_pva::server::fuzz::Harness;
 use ndflow_pva::server::{SharedPv, StaticProvider};
@@ -13,7 +12,6 @@ use ndflow_pva::transport::{cmd, subcmd};
 use ndflow_pva::{
     BitSet, ByteOrder, FieldDesc, Header, Reader, ScalarType, TypeCache, Value, Writer,
 };
-use server_support::{start, value_of, Raw};
 
 fn i32_pv(x: i32) -> SharedPv {
     SharedPv::new(

@@ -2,15 +2,13 @@
 //! channels, GET with field selection, PUT (accepted, refused, read-only, fetch-current),
 //! GET_FIELD, RPC refusal, big-endian clients, segmented requests and the type cache.
 
-mod server_support;
-
 use std::io::Write;
 
+use crate::server_support::{start, value_of, Raw};
 use ndflow_pva::nt::{enumeration, scalar};
 use ndflow_pva::server::SharedPv;
 use ndflow_pva::transport::{cmd, subcmd};
 use ndflow_pva::{BitSet, ByteOrder, FieldDesc, Header, ScalarType, StatusKind, Value, Writer};
-use server_support::{start, value_of, Raw};
 
 fn f64_pv(x: f64) -> SharedPv {
     SharedPv::new(

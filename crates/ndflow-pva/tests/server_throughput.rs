@@ -10,15 +10,14 @@
 //!   carries overrun bits exactly when something was squashed into it, and a lossless
 //!   subscriber gets every frame with nothing squashed.
 
-mod server_support;
-
 use std::time::Duration;
 
+use crate::server_support;
+use crate::server_support::{start, Raw};
 use ndflow_pva::nt::ntndarray::{ntndarray_desc, NtNdArray};
 use ndflow_pva::server::SharedPv;
 use ndflow_pva::transport::{cmd, subcmd};
 use ndflow_pva::{BitSet, NumArray, Value};
-use server_support::{start, Raw};
 
 const NX: i32 = 1024;
 const NY: i32 = 1024;

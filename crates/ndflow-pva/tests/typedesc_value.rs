@@ -1,5 +1,4 @@
-mod common;
-use common::{hex, ORDERS};
+use crate::common::{hex, ORDERS};
 use ndflow_pva::wire::value::Element;
 use ndflow_pva::{
     BitSet, ByteOrder, DecodeError, FieldDesc, NumArray, Reader, ScalarType, SharedBytes,

@@ -1,11 +1,9 @@
 //! NDAttributes files: the attributes a driver or plugin attaches to frames, and the status a
 //! bad file reports.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use ndflow_core::{AttrValue, NDAttribute, ParamValue, SourceType};
 use ndflow_runtime::{Graph, PvCell, PvReader};
 use parking_lot::Mutex;

@@ -1,10 +1,8 @@
 //! NDAttributes files: FUNCT entries (the built-in functions) and PARAM's `addr`.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use ndflow_core::{
     AttrValue, NDArray, NDAttribute, ParamDef, ParamStore, ParamValue, Pool, SourceType,
 };

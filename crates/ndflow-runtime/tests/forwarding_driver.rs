@@ -1,12 +1,10 @@
 //! A driver that forwards frames made elsewhere (pvaDriver's shape): it may have nothing to
 //! give for a while (`DriverError::NoFrame`), and its frames keep their own uniqueId/timestamps.
 
-mod common;
-
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use ndflow_core::{DataType, NDArray, ParamDef, ParamStore, Pool};
 use ndflow_runtime::{Driver, DriverError, Graph};
 

@@ -1,9 +1,7 @@
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use ndflow_core::ParamValue;
 use ndflow_runtime::{DropReason, Graph, PortHandle};
 

@@ -1,11 +1,10 @@
 //! Ports that publish on several addresses (areaDetector's asyn addresses) and plugins that
 //! take one of them through `NDArrayAddress`.
-mod common;
 
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use ndflow_core::{NDArray, ParamDef, ParamStore, ParamValue, Pool};
 use ndflow_runtime::{Driver, DriverError, Graph, Plugin, PluginError, ProcessContext};
 

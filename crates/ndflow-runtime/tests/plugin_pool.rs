@@ -2,11 +2,9 @@
 //! its PoolMaxMem / PoolUsedMem / PoolAllocBuffers / PoolFreeBuffers / PoolUsedBuffers show
 //! that pool (the driver's); EmptyFreeList and PreAllocBuffers written on it act on that pool.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use ndflow_core::{DataType, NDArray, ParamDef, ParamValue};
 use ndflow_runtime::{Plugin, PluginError, ProcessContext};
 

@@ -1,13 +1,11 @@
 //! Which worker runs a port's queued frames: a port goes on with its next frame on the same
 //! worker only while no other task waits; otherwise ports take turns frame by frame.
 
-mod common;
-
 use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use ndflow_core::{NDArray, ParamDef, Pool};
 use ndflow_runtime::{Graph, Plugin, PluginError, ProcessContext};
 use parking_lot::Mutex;

@@ -27,7 +27,7 @@ fn readme_type_list_matches_the_registry() {
             std::fs::write(path, &want).unwrap();
             return;
         }
-        panic!("README.md's port types are out of date: run\n  NDFLOW_BLESS=1 cargo test -p ndflow --test reference");
+        panic!("README.md's port types are out of date: run\n  NDFLOW_BLESS=1 cargo test --release -p ndflow --test integration reference::");
     }
     for t in ndflow::registry::TYPES {
         assert!(
