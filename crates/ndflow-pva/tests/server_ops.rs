@@ -180,6 +180,59 @@ fn put_accepted_refused_and_read_only() {
     );
 }
 
+/// On the wire, a PUT's reply never overtakes the monitor update of the value it wrote, as
+/// from an EPICS IOC: a client that reads its monitored copy once the PUT returns (ophyd-async's
+/// cached reads) sees the write.
+#[test]
+fn a_put_reply_follows_its_monitor_update() {
+    let (server, _p) = start(vec![("T:w", writable_i32())]);
+    let mut c = Raw::connect(server.tcp_addr());
+    let sid = c.create("T:w").unwrap();
+    let mon = c.id();
+    let mdesc = c
+        .init(cmd::MONITOR, sid, mon, subcmd::INIT, "", None)
+        .unwrap();
+    c.start(sid, mon);
+    let mut seen = Value::default_for(&mdesc);
+    c.monitor_update(mon, &mdesc, &mut seen);
+    let put = c.id();
+    let desc = c.init(cmd::PUT, sid, put, subcmd::INIT, "", None).unwrap();
+    let (bit, _) = desc.find("value").unwrap();
+    let bits = BitSet::from_bits(&[bit]);
+    for i in 0..100 {
+        let mut v = Value::default_for(&desc);
+        *v.field_mut(&desc, "value").unwrap() = Value::I32(i);
+        let d = desc.clone();
+        c.send(cmd::PUT, |w| {
+            w.u32(sid);
+            w.u32(put);
+            w.u8(0x00);
+            w.bitset(&bits).unwrap();
+            v.encode_partial(&d, &bits, w).unwrap();
+        });
+        loop {
+            let m = c.recv();
+            let mut r = m.reader();
+            let ioid = r.u32().unwrap();
+            if m.header.command == cmd::MONITOR && ioid == mon {
+                assert_eq!(r.u8().unwrap(), 0x00);
+                let changed = r.bitset().unwrap();
+                seen.decode_partial(&mdesc, &changed, &mut r, &mut c.cache)
+                    .unwrap();
+            } else if m.header.command == cmd::PUT && ioid == put {
+                r.u8().unwrap();
+                assert!(r.status().unwrap().is_success());
+                break;
+            }
+        }
+        assert_eq!(
+            value_of(&mdesc, &seen),
+            &Value::I32(i),
+            "put {i}: the update came after the reply"
+        );
+    }
+}
+
 #[test]
 fn enum_put_by_index() {
     let pv = SharedPv::new(enumeration::desc(), enumeration::value(0, &["A", "B", "C"]))

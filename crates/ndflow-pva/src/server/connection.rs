@@ -143,20 +143,45 @@ async fn write_all(
     let period = srv.cfg.echo_period;
     let mut echo = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     let mut next_sub = 0usize;
+    // Replies taken off the channel, not sent yet.
+    let mut replies: Vec<OutMessage> = Vec::new();
     loop {
         let subs: Vec<Arc<Subscription>> = monitors.lock().clone();
         // The socket is locked only when there is something to write: a direct poster may be
         // writing, and waiting for it would wake this task again when it is done.
-        let work = !rx.is_empty() || out.has_tail() || subs.iter().any(|s| s.sendable());
+        let work = !replies.is_empty()
+            || !rx.is_empty()
+            || out.has_tail()
+            || subs.iter().any(|s| s.sendable());
         if work {
             let mut wr = out.lock().await;
             // A message a poster left half written comes first.
             for part in out.take_tail() {
                 wr.write_all(&part).await?;
             }
-            // Replies next: they are small and a client may be waiting on one.
+            // Replies next: they are small and a client may be waiting on one. But first the
+            // updates queued before them: a handler posts the value it wrote before it
+            // completes the PUT, and a client that reads its monitored copy once the PUT
+            // returns (ophyd-async's cached reads) must see that value, as from an EPICS IOC.
             while let Ok(m) = rx.try_recv() {
-                send(&mut wr, &m, srv).await?;
+                replies.push(m);
+            }
+            if !replies.is_empty() {
+                // Only those queued now: a lossless poster refilling a queue must not hold
+                // the replies back.
+                let queued: Vec<usize> = subs.iter().map(|s| s.queued()).collect();
+                for (s, n) in subs.iter().zip(queued) {
+                    for _ in 0..n {
+                        match s.next_message(order) {
+                            Some(Ok(m)) => send(&mut wr, &m, srv).await?,
+                            Some(Err(_)) => srv.stats.malformed(),
+                            None => break,
+                        }
+                    }
+                }
+                for m in replies.drain(..) {
+                    send(&mut wr, &m, srv).await?;
+                }
             }
             // Then at most one update per subscription, round robin.
             let mut sent = false;
@@ -179,13 +204,8 @@ async fn write_all(
         }
         tokio::select! {
             m = rx.recv() => match m {
-                Some(m) => {
-                    let mut wr = out.lock().await;
-                    for part in out.take_tail() {
-                        wr.write_all(&part).await?;
-                    }
-                    send(&mut wr, &m, srv).await?
-                }
+                // Sent at the top of the loop, after the updates queued before it.
+                Some(m) => replies.push(m),
                 None => return Ok(()),
             },
             _ = wake.notified() => {}

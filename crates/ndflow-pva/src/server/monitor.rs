@@ -166,6 +166,11 @@ impl Subscription {
         st.closed || !st.running || !st.pipeline || st.queue.len() < st.queue_size
     }
 
+    /// Updates queued now.
+    pub(crate) fn queued(&self) -> usize {
+        self.st.lock().queue.len()
+    }
+
     /// Whether the writer has an update to send now (queued, running, window open).
     pub(crate) fn sendable(&self) -> bool {
         let st = self.st.lock();
