@@ -16,7 +16,8 @@
 //!   the same for 4096×4096 frames paced at 10 frames/s, binned 4×4 for the viewers (each
 //!   viewer takes every frame, so they share one binning per frame).
 //! - Viewers in (a) and (b) are WebSocket clients of `/ws/frames/WEB1` in this process, one
-//!   thread each, that read every frame, check its header and acknowledge it (`ack`) as the
+//!   thread each (at nice 19: they stand for browsers on other machines), that read every
+//!   frame, check its header and acknowledge it (`ack`) as the
 //!   page does; the port's MaxRate (30 frames/s per viewer) applies as it would to a browser.
 //! - **(c) frames displayed in a browser**: `python/tools/bench_web.py` opens the page in
 //!   headless Chromium (Playwright, Debian's `/usr/bin/chromium`, WebGL2 through SwiftShader)
