@@ -41,22 +41,14 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 if ! .venv/bin/python -c "import p4p, pvapy, h5py, hdf5plugin, numpy, pytest, tifffile, bitshuffle, blosc, lz4, PIL, epics, caproto, softioc, bluesky, ophyd, ophyd_async, aioca, playwright, pydm, PyQt5, adl2pydm" 2>/dev/null; then
-    # In the background while cargo builds: pip waits on the network, cargo on the CPU.
-    echo "setup: installing Python packages into .venv (in the background, log: .venv/pip-install.log)"
-    (.venv/bin/python -m pip install -q --upgrade pip \
-        && .venv/bin/python -m pip install -q -r python/requirements-test.txt) \
-        > .venv/pip-install.log 2>&1 &
-    pip_job=$!
+    echo "setup: installing Python packages into .venv"
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -r python/requirements-test.txt
 fi
 
 # The Rust build (release: the demo and the interop tests run the optimised binary).
 echo "setup: building ndflow (release)"
 cargo build --release -p ndflow-cli --quiet
-if [ -n "${pip_job:-}" ] && ! wait "$pip_job"; then
-    echo "setup: pip install failed:" >&2
-    tail -20 .venv/pip-install.log >&2
-    exit 1
-fi
 
 # The ndflow Python package (crates/ndflow-python): a wheel built with maturin, its shared
 # libraries (libhdf5 and what it needs) copied into it by `--auditwheel repair` (patchelf), so
