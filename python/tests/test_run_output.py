@@ -240,10 +240,12 @@ def test_server_counters_are_pvs(ioc):
         out["ca_channels"] = epics.caget(P + "NDFLOW:CaChannels", use_monitor=False)
         out["partial"] = epics.caget(P + "NDFLOW:CaPartialTimeouts")
         out["over_cap"] = epics.caget(P + "NDFLOW:CaPartialOverCap")
+        out["limit"] = epics.caget(P + "NDFLOW:CaLimitRefused")
         """,
     )
     assert out["ca_connections"] >= 1 and out["ca_channels"] >= 1, out
-    assert out["partial"] == 0 and out["over_cap"] == 0, out
+    assert out["partial"] == 0 and out["over_cap"] == 0 and out["limit"] == 0, out
+    assert ctx.get(P + "NDFLOW:PvaLimitRefused") == 0
 
 
 def test_health_pvs(ioc):

@@ -57,6 +57,9 @@ pub(crate) struct ServerShared {
     pub(crate) search_limiter: ndflow_net::ReplyLimiter,
     /// Search replies not sent because of the rate limits.
     pub(crate) searches_limited: AtomicU64,
+    /// Channels, subscriptions and notified puts refused because a connection had as many
+    /// as it may (`max_channels_per_conn`, the in-flight put limit).
+    pub(crate) limit_refusals: AtomicU64,
 }
 
 impl ServerShared {
@@ -75,6 +78,7 @@ impl ServerShared {
             partial_over_cap: AtomicU64::new(0),
             search_limiter: ndflow_net::ReplyLimiter::new(per_source, total),
             searches_limited: AtomicU64::new(0),
+            limit_refusals: AtomicU64::new(0),
         }
     }
 
@@ -187,6 +191,12 @@ impl Server {
 
     /// Connections closed because a message they had begun stayed incomplete past
     /// `partial_timeout` (a client declaring a payload it does not send).
+    /// Channels, subscriptions and notified puts refused because their connection was at
+    /// its limit.
+    pub fn limit_refusals(&self) -> u64 {
+        self.shared.limit_refusals.load(Ordering::Relaxed)
+    }
+
     pub fn partial_timeouts(&self) -> u64 {
         self.shared.partial_timeouts.load(Ordering::Relaxed)
     }

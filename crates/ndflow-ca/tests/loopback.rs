@@ -304,6 +304,67 @@ fn a_put_completion_follows_its_monitor_update() {
     }
 }
 
+/// A connection may hold `max_channels_per_conn` channels and as many subscriptions: one more
+/// is refused (CREATE_CH_FAIL, ECA_ALLOCMEM) and counted, and the connection keeps working.
+#[test]
+fn channels_and_subscriptions_over_a_connections_limit_are_refused_and_counted() {
+    use std::io::Write;
+    let mut cfg = ServerConfig::loopback_ephemeral();
+    cfg.max_channels_per_conn = 2;
+    let srv = Server::start(cfg, demo_provider("T:")).unwrap();
+    let mut s = std::net::TcpStream::connect(srv.tcp_addr()).unwrap();
+    s.set_read_timeout(Some(T)).unwrap();
+    let mut hello = message(Header::new(cmd::VERSION, 0, 13, 0, 0), &[]);
+    hello.extend(string_message(Header::new(cmd::HOST_NAME, 0, 0, 0, 0), "h"));
+    hello.extend(string_message(
+        Header::new(cmd::CLIENT_NAME, 0, 0, 0, 0),
+        "u",
+    ));
+    s.write_all(&hello).unwrap();
+    let mut sid = 0;
+    for (cid, name) in [(1, "T:long"), (2, "T:double"), (3, "T:string")] {
+        s.write_all(&string_message(
+            Header::new(cmd::CREATE_CHAN, 0, 0, cid, 13),
+            name,
+        ))
+        .unwrap();
+        let h = loop {
+            let (h, _) = read_message(&mut s);
+            if matches!(h.command, cmd::CREATE_CHAN | cmd::CREATE_CH_FAIL) {
+                break h;
+            }
+        };
+        let want = if cid < 3 {
+            cmd::CREATE_CHAN
+        } else {
+            cmd::CREATE_CH_FAIL
+        };
+        assert_eq!((h.command, h.p1), (want, cid), "{name}");
+        if cid == 1 {
+            sid = h.p2;
+        }
+    }
+    assert_eq!(srv.limit_refusals(), 1);
+    let long = DbrType::new(Family::Plain, NativeType::Long).code();
+    let mut mask = [0u8; 16];
+    mask[12..14].copy_from_slice(&DBE_VALUE.to_be_bytes());
+    for subid in [10, 11, 12] {
+        s.write_all(&message(
+            Header::new(cmd::EVENT_ADD, long, 1, sid, subid),
+            &mask,
+        ))
+        .unwrap();
+        let (h, _) = read_message(&mut s);
+        if subid < 12 {
+            assert_eq!((h.command, h.p2), (cmd::EVENT_ADD, subid));
+        } else {
+            assert_eq!(h.command, cmd::ERROR);
+            assert_eq!(h.p2, eca::ALLOCMEM, "{}", eca::name(h.p2));
+        }
+    }
+    assert_eq!(srv.limit_refusals(), 2);
+}
+
 #[test]
 fn monitors_values_alarms_properties() {
     let (_srv, c, p) = start();

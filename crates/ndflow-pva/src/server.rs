@@ -118,6 +118,9 @@ pub struct ServerStats {
     pub partial_over_cap: u64,
     /// Search replies not sent because of the rate limits (`search_replies_per_second`).
     pub searches_limited: u64,
+    /// Channels and requests refused because their connection held as many as it may
+    /// (`max_channels_per_conn`, `max_requests_per_conn`).
+    pub limit_refusals: u64,
 }
 
 #[derive(Default)]
@@ -137,9 +140,13 @@ pub(crate) struct Counters {
     partial_timeouts: AtomicU64,
     partial_over_cap: AtomicU64,
     searches_limited: AtomicU64,
+    limit_refusals: AtomicU64,
 }
 
 impl Counters {
+    pub(crate) fn limit_refusal(&self) {
+        self.limit_refusals.fetch_add(1, Ordering::Relaxed);
+    }
     pub(crate) fn malformed(&self) {
         self.malformed.fetch_add(1, Ordering::Relaxed);
     }
@@ -203,6 +210,7 @@ impl Counters {
             partial_timeouts: g(&self.partial_timeouts),
             partial_over_cap: g(&self.partial_over_cap),
             searches_limited: g(&self.searches_limited),
+            limit_refusals: g(&self.limit_refusals),
         }
     }
 }

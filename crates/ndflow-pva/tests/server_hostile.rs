@@ -96,3 +96,54 @@ fn incomplete_messages_of_all_clients_are_capped_together() {
     assert_eq!(srv.stats().connections, 3);
     srv.stop();
 }
+
+/// A connection may hold `max_channels_per_conn` channels and `max_requests_per_conn` open
+/// requests: one more of either is refused with the reason and counted; the connection stays
+/// usable, and another connection has its own allowance.
+#[test]
+fn channels_and_requests_over_a_connections_limit_are_refused_and_counted() {
+    use crate::server_support::Raw;
+    use ndflow_pva::nt::scalar;
+    use ndflow_pva::server::SharedPv;
+    use ndflow_pva::transport::{cmd, subcmd};
+    use ndflow_pva::{ScalarType, Value};
+
+    let provider = Arc::new(StaticProvider::new());
+    let pv = SharedPv::new(
+        scalar::desc(ScalarType::I32),
+        scalar::value(ScalarType::I32, Value::I32(7)),
+    );
+    provider.add("T:x", pv);
+    let cfg = ServerConfig {
+        max_channels_per_conn: 3,
+        max_requests_per_conn: 2,
+        ..ServerConfig::loopback_ephemeral()
+    };
+    let srv = Server::start(cfg, provider).expect("server on loopback");
+    let mut c = Raw::connect(srv.tcp_addr());
+    let sids: Vec<u32> = (0..3).map(|_| c.create("T:x").unwrap()).collect();
+    let refused = c.create("T:x").unwrap_err();
+    assert!(refused.message.contains("too many channels"), "{refused:?}");
+    for _ in 0..2 {
+        let ioid = c.id();
+        c.init(cmd::GET, sids[0], ioid, subcmd::INIT, "", None)
+            .unwrap();
+    }
+    let ioid = c.id();
+    let refused = c
+        .init(cmd::MONITOR, sids[1], ioid, subcmd::INIT, "", None)
+        .unwrap_err();
+    assert!(refused.message.contains("too many requests"), "{refused:?}");
+    assert_eq!(srv.stats().limit_refusals, 2);
+    // Still served: a GET on an open request answers.
+    let mut other = Raw::connect(srv.tcp_addr());
+    let sid = other.create("T:x").unwrap();
+    let ioid = other.id();
+    let desc = other
+        .init(cmd::GET, sid, ioid, subcmd::INIT, "", None)
+        .unwrap();
+    let (_, v) = other.get_exec(sid, ioid, &desc);
+    assert_eq!(crate::server_support::value_of(&desc, &v), &Value::I32(7));
+    assert_eq!(srv.stats().limit_refusals, 2);
+    srv.stop();
+}

@@ -30,6 +30,9 @@ pub static SERVER_STATS: &[ParamDef] = &[
     ParamDef::int64("CaPartialOverCap", 0)
         .read_only_plain()
         .doc("Channel Access: connections closed because the incomplete messages of all clients would have held more than 256 MiB with theirs"),
+    ParamDef::int64("CaLimitRefused", 0)
+        .read_only_plain()
+        .doc("Channel Access: channels, subscriptions and notified puts refused because their connection had as many as it may (100,000 channels or subscriptions, 4096 puts in progress)"),
     ParamDef::int64("PvaConnections", 0)
         .read_only_plain()
         .doc("pvAccess: open TCP connections"),
@@ -54,6 +57,9 @@ pub static SERVER_STATS: &[ParamDef] = &[
     ParamDef::int64("PvaSearchesLimited", 0)
         .read_only_plain()
         .doc("pvAccess: search replies not sent because a client searched faster than 1000 a second (10,000 for all)"),
+    ParamDef::int64("PvaLimitRefused", 0)
+        .read_only_plain()
+        .doc("pvAccess: channels and requests refused because their connection held as many as it may (65,536 of each)"),
     ParamDef::int64("PvaMalformed", 0)
         .read_only_plain()
         .doc("pvAccess: messages that could not be decoded (the connection is closed)"),
@@ -80,6 +86,7 @@ pub fn update(store: &ParamStore, servers: &Servers) {
         put("CaPartialTimeouts", count(ca.partial_timeouts()));
         put("CaPartialOverCap", count(ca.partial_over_cap()));
         put("CaSearchesLimited", count(ca.searches_limited()));
+        put("CaLimitRefused", count(ca.limit_refusals()));
     }
     if let Some(pva) = servers.pva.as_ref().and_then(|p| p.server()) {
         let s = pva.stats();
@@ -92,6 +99,7 @@ pub fn update(store: &ParamStore, servers: &Servers) {
         put("PvaPartialTimeouts", count(s.partial_timeouts));
         put("PvaPartialOverCap", count(s.partial_over_cap));
         put("PvaSearchesLimited", count(s.searches_limited));
+        put("PvaLimitRefused", count(s.limit_refusals));
     }
     store.set_many(&w);
 }

@@ -181,6 +181,7 @@ impl Session {
         let name = payload_str(payload);
         let fail = message(Header::new(cmd::CREATE_CH_FAIL, 0, 0, cid, 0), &[]);
         if self.chans.len() >= self.srv.cfg.max_channels_per_conn {
+            self.srv.limit_refusals.fetch_add(1, Ordering::Relaxed);
             tracing::warn!("CA client {}: channel limit reached", self.host);
             out.push(fail);
             return;
@@ -341,6 +342,7 @@ impl Session {
             }
         };
         if notify && self.inflight.load(Ordering::Relaxed) >= MAX_INFLIGHT_PUTS {
+            self.srv.limit_refusals.fetch_add(1, Ordering::Relaxed);
             out.push(fail(eca::PUTFAIL, "too many puts in progress"));
             return;
         }
@@ -408,6 +410,7 @@ impl Session {
             return;
         }
         if !self.subs.contains_key(&h.p2) && self.subs.len() >= self.srv.cfg.max_channels_per_conn {
+            self.srv.limit_refusals.fetch_add(1, Ordering::Relaxed);
             out.push(error_message(
                 h,
                 c.cid,

@@ -60,6 +60,11 @@ pub struct ServerConfig {
     /// A lossless post writes a monitor update to an idle connection's socket from the posting
     /// thread (see `server/direct.rs`); off: every update goes through the connection's writer.
     pub direct_write: bool,
+    /// Channels one connection may hold; a CREATE_CHANNEL over it is refused (and counted).
+    pub max_channels_per_conn: usize,
+    /// Requests (get, put, monitor, …) one connection may hold open; more are refused (and
+    /// counted). Each monitor's queue is bounded too, so a connection's queued updates are.
+    pub max_requests_per_conn: usize,
 }
 
 impl ServerConfig {
@@ -79,6 +84,8 @@ impl ServerConfig {
             echo_period: Duration::from_secs(15),
             worker_threads: 2,
             direct_write: true,
+            max_channels_per_conn: 1 << 16,
+            max_requests_per_conn: 1 << 16,
         }
     }
 

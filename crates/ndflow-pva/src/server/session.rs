@@ -28,11 +28,6 @@ use super::ServerShared;
 /// Authentication methods offered, in pvxs's order (old pvAccessCPP picks the last it knows).
 pub const AUTH_METHODS: [&str; 2] = ["anonymous", "ca"];
 
-/// Channels one connection may hold (a bound on what a client can make us allocate).
-const MAX_CHANNELS: usize = 1 << 16;
-/// Open requests one connection may hold.
-const MAX_OPS: usize = 1 << 16;
-
 pub(crate) struct Channel {
     pub cid: u32,
     pub pv: SharedPv,
@@ -233,7 +228,8 @@ impl Session {
         for _ in 0..n {
             let cid = r.u32()?;
             let name = r.string()?;
-            let found = if self.channels.len() >= MAX_CHANNELS {
+            let found = if self.channels.len() >= self.srv.cfg.max_channels_per_conn {
+                self.srv.stats.limit_refusal();
                 Err(Status::error("too many channels on this connection"))
             } else {
                 let client = super::ClientId {
@@ -315,7 +311,8 @@ impl Session {
     pub(crate) fn ioid_free(&self, ioid: u32) -> Result<(), Status> {
         if self.ops.contains_key(&ioid) {
             Err(Status::error(format!("request id {ioid} already in use")))
-        } else if self.ops.len() >= MAX_OPS {
+        } else if self.ops.len() >= self.srv.cfg.max_requests_per_conn {
+            self.srv.stats.limit_refusal();
             Err(Status::error("too many requests on this connection"))
         } else {
             Ok(())
