@@ -21,7 +21,8 @@ export NDFLOW_BIN="$PWD/target/release/ndflow"
 # The EIGER tests' simulator lives in a venv of its own (tickit-devices needs cbor2<6): built
 # here in the background while the first tests run, kept under target/ for the next run.
 export NDFLOW_TICKIT_VENV="$PWD/target/tickit-venv"
-(cd python/tests && ../../.venv/bin/python eiger_peer.py build-venv "$NDFLOW_TICKIT_VENV") &
+(cd python/tests && ../../.venv/bin/python eiger_peer.py build-venv "$NDFLOW_TICKIT_VENV") \
+    > target/tickit-venv-build.log 2>&1 &
 tickit_build=$!
 # -rs lists every skip with its reason: the only skips left depend on the machine (root).
 # --durations: the slowest tests, to keep the suite's time in view.
@@ -31,6 +32,7 @@ set +e
 .venv/bin/python -m pytest -q -rs --durations=15 python/tests
 rc=$?
 wait $tickit_build
+cat target/tickit-venv-build.log
 set -e
 if [ $rc -eq 5 ]; then echo "pytest collected no tests" >&2; fi
 if [ $rc -ne 0 ]; then exit $rc; fi
