@@ -699,14 +699,8 @@ impl Viewer {
 /// CPU the IOC leaves (nice 19), so that (a) measures what serving viewers costs the IOC, not
 /// what this process's stand-ins for remote browsers take from a 2-core host.
 fn stand_aside() {
-    // SAFETY: gettid and setpriority take plain integers and touch no memory of ours; on
-    // Linux, PRIO_PROCESS with a thread id changes only that thread's nice value.
-    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) };
-    if rc != 0 {
-        eprintln!(
-            "bench web: a viewer thread keeps its priority: {}",
-            std::io::Error::last_os_error()
-        );
+    if let Err(e) = ndflow_web::set_this_thread_nice(19) {
+        eprintln!("bench web: a viewer thread keeps its priority: {e}");
     }
 }
 

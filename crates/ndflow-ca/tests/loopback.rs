@@ -246,13 +246,9 @@ fn read_message(s: &mut std::net::TcpStream) -> (Header, Vec<u8>) {
     (h, payload)
 }
 
-/// On the wire, a put's completion never overtakes the monitor update of the value it wrote,
-/// as in an EPICS IOC: pyepics reads its monitored copy right after `caput(wait=True)` and
-/// must see the write.
-#[test]
-fn a_put_completion_follows_its_monitor_update() {
+/// A raw CA client of `srv`, past VERSION, HOST_NAME and CLIENT_NAME.
+fn raw_client(srv: &Server) -> std::net::TcpStream {
     use std::io::Write;
-    let (srv, _c, _) = start();
     let mut s = std::net::TcpStream::connect(srv.tcp_addr()).unwrap();
     s.set_read_timeout(Some(T)).unwrap();
     let mut hello = message(Header::new(cmd::VERSION, 0, 13, 0, 0), &[]);
@@ -261,26 +257,53 @@ fn a_put_completion_follows_its_monitor_update() {
         Header::new(cmd::CLIENT_NAME, 0, 0, 0, 0),
         "u",
     ));
-    hello.extend(string_message(
-        Header::new(cmd::CREATE_CHAN, 0, 0, 1, 13),
-        "T:long",
-    ));
     s.write_all(&hello).unwrap();
-    let sid = loop {
-        let (h, _) = read_message(&mut s);
-        if h.command == cmd::CREATE_CHAN {
-            break h.p2;
+    s
+}
+
+/// Asks for channel `name` as `cid`; the server's CREATE_CHAN or CREATE_CH_FAIL.
+fn create_raw(s: &mut std::net::TcpStream, cid: u32, name: &str) -> Header {
+    use std::io::Write;
+    s.write_all(&string_message(
+        Header::new(cmd::CREATE_CHAN, 0, 0, cid, 13),
+        name,
+    ))
+    .unwrap();
+    loop {
+        let (h, _) = read_message(s);
+        if matches!(h.command, cmd::CREATE_CHAN | cmd::CREATE_CH_FAIL) {
+            return h;
         }
-    };
+    }
+}
+
+/// Subscribes `subid` to channel `sid` as DBR_LONG, DBE_VALUE; the server's first answer.
+fn subscribe_raw(s: &mut std::net::TcpStream, sid: u32, subid: u32) -> Header {
+    use std::io::Write;
     let long = DbrType::new(Family::Plain, NativeType::Long).code();
     let mut mask = [0u8; 16];
     mask[12..14].copy_from_slice(&DBE_VALUE.to_be_bytes());
     s.write_all(&message(
-        Header::new(cmd::EVENT_ADD, long, 1, sid, 7),
+        Header::new(cmd::EVENT_ADD, long, 1, sid, subid),
         &mask,
     ))
     .unwrap();
-    assert_eq!(read_message(&mut s).0.command, cmd::EVENT_ADD);
+    read_message(s).0
+}
+
+/// On the wire, a put's completion never overtakes the monitor update of the value it wrote,
+/// as in an EPICS IOC: pyepics reads its monitored copy right after `caput(wait=True)` and
+/// must see the write.
+#[test]
+fn a_put_completion_follows_its_monitor_update() {
+    use std::io::Write;
+    let (srv, _c, _) = start();
+    let mut s = raw_client(&srv);
+    let created = create_raw(&mut s, 1, "T:long");
+    assert_eq!(created.command, cmd::CREATE_CHAN);
+    let sid = created.p2;
+    assert_eq!(subscribe_raw(&mut s, sid, 7).command, cmd::EVENT_ADD);
+    let long = DbrType::new(Family::Plain, NativeType::Long).code();
     for i in 0..200i32 {
         let put = Header::new(cmd::WRITE_NOTIFY, long, 1, sid, 1000 + i as u32);
         s.write_all(&message(put, &i.to_be_bytes())).unwrap();
@@ -308,32 +331,13 @@ fn a_put_completion_follows_its_monitor_update() {
 /// is refused (CREATE_CH_FAIL, ECA_ALLOCMEM) and counted, and the connection keeps working.
 #[test]
 fn channels_and_subscriptions_over_a_connections_limit_are_refused_and_counted() {
-    use std::io::Write;
     let mut cfg = ServerConfig::loopback_ephemeral();
     cfg.max_channels_per_conn = 2;
     let srv = Server::start(cfg, demo_provider("T:")).unwrap();
-    let mut s = std::net::TcpStream::connect(srv.tcp_addr()).unwrap();
-    s.set_read_timeout(Some(T)).unwrap();
-    let mut hello = message(Header::new(cmd::VERSION, 0, 13, 0, 0), &[]);
-    hello.extend(string_message(Header::new(cmd::HOST_NAME, 0, 0, 0, 0), "h"));
-    hello.extend(string_message(
-        Header::new(cmd::CLIENT_NAME, 0, 0, 0, 0),
-        "u",
-    ));
-    s.write_all(&hello).unwrap();
+    let mut s = raw_client(&srv);
     let mut sid = 0;
     for (cid, name) in [(1, "T:long"), (2, "T:double"), (3, "T:string")] {
-        s.write_all(&string_message(
-            Header::new(cmd::CREATE_CHAN, 0, 0, cid, 13),
-            name,
-        ))
-        .unwrap();
-        let h = loop {
-            let (h, _) = read_message(&mut s);
-            if matches!(h.command, cmd::CREATE_CHAN | cmd::CREATE_CH_FAIL) {
-                break h;
-            }
-        };
+        let h = create_raw(&mut s, cid, name);
         let want = if cid < 3 {
             cmd::CREATE_CHAN
         } else {
@@ -345,16 +349,8 @@ fn channels_and_subscriptions_over_a_connections_limit_are_refused_and_counted()
         }
     }
     assert_eq!(srv.limit_refusals(), 1);
-    let long = DbrType::new(Family::Plain, NativeType::Long).code();
-    let mut mask = [0u8; 16];
-    mask[12..14].copy_from_slice(&DBE_VALUE.to_be_bytes());
     for subid in [10, 11, 12] {
-        s.write_all(&message(
-            Header::new(cmd::EVENT_ADD, long, 1, sid, subid),
-            &mask,
-        ))
-        .unwrap();
-        let (h, _) = read_message(&mut s);
+        let h = subscribe_raw(&mut s, sid, subid);
         if subid < 12 {
             assert_eq!((h.command, h.p2), (cmd::EVENT_ADD, subid));
         } else {

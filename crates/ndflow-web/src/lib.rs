@@ -18,4 +18,4 @@ pub mod ws;
 
 pub use header::FrameHeader;
 pub use hub::{FrameHub, FrameSource};
-pub use server::{Backend, WebServer};
+pub use server::{set_this_thread_nice, Backend, WebServer};

@@ -103,17 +103,21 @@ pub const VIEWER_NICE: i32 = 10;
 /// Lowers the calling thread's priority to [`VIEWER_NICE`] (a no-op where that fails, e.g.
 /// under a seccomp policy that forbids it: the viewer then competes as an equal).
 fn yield_to_acquisition() {
+    if let Err(e) = set_this_thread_nice(VIEWER_NICE) {
+        tracing::debug!("web server: cannot lower this thread's priority: {e}");
+    }
+}
+
+/// Sets the calling thread's nice value (Linux: per thread), for threads that should take
+/// only the CPU others leave; other threads of the process keep theirs.
+pub fn set_this_thread_nice(nice: i32) -> std::io::Result<()> {
     // SAFETY: gettid and setpriority take plain integers, touch no memory of ours, and on
     // Linux PRIO_PROCESS with a thread id changes that thread's nice value only.
-    let rc = unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, VIEWER_NICE)
-    };
-    if rc != 0 {
-        tracing::debug!(
-            "web server: cannot lower this thread's priority: {}",
-            std::io::Error::last_os_error()
-        );
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
