@@ -7,14 +7,14 @@ cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
 
-# System packages: C toolchain and pkg-config for native crates, HDF5 and netCDF for the file
-# writers (netcdf-bin: ncdump for the tests); Aravis for GenICam cameras (libaravis-dev needs
+# System packages: C toolchain, pkg-config, cmake and nasm for native crates (libjpeg-turbo is
+# built from source), zstd for c-blosc, HDF5 and netCDF for the file writers (netcdf-bin: ncdump for the tests); Aravis for GenICam cameras (libaravis-dev needs
 # libusb-1.0-0-dev for its pkg-config file; aravis-tools has the fake camera for the tests);
 # chromium for the web viewer's browser tests (driven by Playwright, which never downloads one);
 # Xvfb and the X libraries Qt's xcb platform plugin (PyQt5's wheel) loads, for the PyDM screen
 # tests (test_adcore_screens.py).
 need_pkgs=()
-for p in build-essential pkg-config cmake nasm libhdf5-dev hdf5-tools libnetcdf-dev netcdf-bin libaravis-dev aravis-tools aravis-tools-cli libusb-1.0-0-dev chromium \
+for p in build-essential pkg-config cmake nasm libzstd-dev libhdf5-dev hdf5-tools libnetcdf-dev netcdf-bin libaravis-dev aravis-tools aravis-tools-cli libusb-1.0-0-dev chromium \
     xvfb libxkbcommon-x11-0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0 libxcb-render-util0 libxcb-shape0 libxcb-xinerama0 libxcb-xkb1 libgl1 libfontconfig1; do
     dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done

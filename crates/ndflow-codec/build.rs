@@ -10,7 +10,8 @@
 //!
 //! Codecs: BloscLZ always; LZ4/LZ4HC from `lz4-sys` (a direct dependency, `DEP_LZ4_INCLUDE`);
 //! Zlib and Zstd switch on by themselves when `libz-sys` / `zstd-sys` are direct dependencies
-//! (their build scripts export `DEP_Z_INCLUDE` / `DEP_ZSTD_INCLUDE`). Snappy is never built
+//! (their build scripts export `DEP_Z_INCLUDE` / `DEP_ZSTD_INCLUDE`; zstd-sys links the system's
+//! libzstd). Snappy is never built
 //! (python-blosc and c-blosc's CMake default leave it out too).
 //!
 //! Our objects define the same symbols as blosc-src's `libblosc.a`; ours are found first
@@ -75,7 +76,12 @@ fn main() {
         println!("cargo:rustc-cfg=ndflow_cblosc_zlib");
     }
     if let Some(inc) = env::var_os("DEP_ZSTD_INCLUDE") {
-        main.include(inc).define("HAVE_ZSTD", None);
+        // Empty when zstd-sys found the system's library (its headers are on the default
+        // path); one or more paths joined by ';' otherwise.
+        for dir in inc.to_string_lossy().split(';').filter(|d| !d.is_empty()) {
+            main.include(dir);
+        }
+        main.define("HAVE_ZSTD", None);
         println!("cargo:rustc-cfg=ndflow_cblosc_zstd");
     }
 
