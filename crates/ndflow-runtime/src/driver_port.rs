@@ -58,6 +58,10 @@ pub struct DriverPort {
     /// Frames published on an address besides 0 that is not one of the port's (a driver's
     /// mistake; each still went to address 0).
     bad_address: AtomicU64,
+    /// The queue of the thread that makes ShutterControl's moves ([`Self::move_shutter`]).
+    shutter_moves: Mutex<Option<std::sync::mpsc::Sender<bool>>>,
+    /// Held while the shutter moves.
+    shutter_moving: Mutex<()>,
 }
 
 impl DriverPort {
@@ -104,6 +108,8 @@ impl DriverPort {
             connection,
             addresses,
             bad_address: AtomicU64::new(0),
+            shutter_moves: Mutex::new(None),
+            shutter_moving: Mutex::new(()),
         });
         let p = port.clone();
         let handle = std::thread::Builder::new()
@@ -176,12 +182,7 @@ impl DriverPort {
         } else if a.array_counter.is(idx) {
             self.array_counter.store(v as i64, Ordering::Release);
         } else if d.shutter_control.is(idx) {
-            // By hand: the shutter moves in the background (its delays must not hold the put).
-            let (me, open) = (Arc::clone(self), v != 0.0);
-            if let Err(e) = std::thread::Builder::new()
-                .name("ndflow-shutter".into())
-                .spawn(move || me.set_shutter(open))
-            {
+            if let Err(e) = self.move_shutter(v != 0.0) {
                 d.status_message
                     .set(p, format!("cannot move the shutter: {e}"));
             }
@@ -201,9 +202,42 @@ impl DriverPort {
         self.publish(false);
     }
 
+    /// A move by hand (ShutterControl). It happens in the background, as its delays must not
+    /// hold the put, on one thread that makes the moves in the order they were put: a close
+    /// and an open in quick succession end open, and each move's status follows its control.
+    fn move_shutter(self: &Arc<Self>, open: bool) -> Result<(), String> {
+        let mut moves = self.shutter_moves.lock();
+        if let Some(tx) = moves.as_ref() {
+            if tx.send(open).is_ok() {
+                return Ok(());
+            }
+        }
+        let (tx, rx) = std::sync::mpsc::channel::<bool>();
+        // Weak: the thread ends with the port (its sender is the port's).
+        let port = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("ndflow-shutter".into())
+            .spawn(move || {
+                for open in rx {
+                    match port.upgrade() {
+                        Some(port) => port.set_shutter(open),
+                        None => break,
+                    }
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        tx.send(open)
+            .map_err(|_| "the shutter thread has stopped".to_string())?;
+        *moves = Some(tx);
+        Ok(())
+    }
+
     /// ADDriver's setShutter: with ShutterMode EPICS PV or Detector output, opens (closes) the
     /// simulated shutter and waits ShutterOpenDelay (ShutterCloseDelay) for it to move.
     fn set_shutter(&self, open: bool) {
+        // One move at a time (the acquisition's and those by hand): each status follows its
+        // own control.
+        let _moving = self.shutter_moving.lock();
         let (d, p) = (&self.base.driver, &*self.params);
         let mode = d.shutter_mode.get(p);
         if mode == 0 {

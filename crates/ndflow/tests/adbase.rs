@@ -74,6 +74,48 @@ ShutterOpenDelay = 0.02
 }
 
 #[test]
+fn shutter_moves_by_hand_happen_in_the_order_they_were_put() {
+    // An open that takes 0.2 s and a close put right after it: the close comes second, so the
+    // shutter ends closed, its status with it (once, each move ran on its own thread and the
+    // open's status could land after the close).
+    let g = graph(
+        r#"
+[[port]]
+name = "SIM1"
+type = "sim"
+MaxSizeX = 16
+MaxSizeY = 8
+ShutterMode = "EPICS PV"
+ShutterOpenDelay = 0.2
+"#,
+    );
+    let settled = |want: i64| {
+        let t0 = Instant::now();
+        let names = ["ShutterControlEPICS", "ShutterStatus", "ShutterStatusEPICS"];
+        while t0.elapsed() < Duration::from_secs(5) {
+            if names.iter().all(|n| int(&g, "SIM1", n) == want) {
+                // Still so a moment later: no move left to land.
+                std::thread::sleep(Duration::from_millis(400));
+                return names.map(|n| int(&g, "SIM1", n));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        names.map(|n| int(&g, "SIM1", n))
+    };
+    g.put("SIM1", "ShutterControl", "Open").unwrap();
+    g.put("SIM1", "ShutterControl", "Close").unwrap();
+    assert_eq!(settled(0), [0, 0, 0], "closed, as last put");
+    // Many quick moves without delays: the last one wins.
+    g.put("SIM1", "ShutterOpenDelay", 0.0).unwrap();
+    for i in 0..41 {
+        let v = if i % 2 == 0 { "Open" } else { "Close" };
+        g.put("SIM1", "ShutterControl", v).unwrap();
+    }
+    assert_eq!(settled(1), [1, 1, 1], "open, as last put");
+    g.shutdown();
+}
+
+#[test]
 fn pool_records_follow_the_pool_as_it_fills() {
     // A blocking StdArrays holds the newest frame; the sim's pool grows to what is in use.
     let g = graph(
