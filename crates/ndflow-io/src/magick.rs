@@ -3,7 +3,7 @@
 //!
 //! | extension | format | BitDepth | colour |
 //! | --- | --- | --- | --- |
-//! | `.png` | PNG (`image` crate) | 8, 16 | Gray, RGB |
+//! | `.png` | PNG (`png` crate) | 8, 16 | Gray, RGB |
 //! | `.tif`, `.tiff` | TIFF (`tiff` crate) | 8, 16 | Gray, RGB |
 //! | `.bmp` | BMP | 8 | Gray (palette), RGB |
 //! | `.gif` | GIF | 8 | Gray, RGB (exact up to 256 colours, quantised beyond) |
@@ -31,7 +31,6 @@ use std::path::Path;
 use image::codecs::bmp::BmpEncoder;
 use image::codecs::gif::GifEncoder;
 use image::codecs::jpeg::JpegEncoder;
-use image::codecs::png::{CompressionType, FilterType, PngEncoder};
 use image::{ExtendedColorType, ImageEncoder};
 use ndflow_core::{ColorMode, DataType, NDArray, ParamDef, ParamStore};
 use ndflow_runtime::port_params::{bind, plugin_layout};
@@ -246,43 +245,8 @@ pub fn encode(frame: &NDArray, kind: ImageKind, s: Settings, out: &mut Vec<u8>) 
     match kind {
         ImageKind::Tiff => return encode_tiff(&img, s.compress_type, out),
         ImageKind::Png => {
-            let q = s.quality.clamp(0, 100);
-            let level = (q / 10).min(9) as u8;
-            let compression = if level == 0 {
-                CompressionType::Uncompressed
-            } else {
-                CompressionType::Level(level)
-            };
-            let filter = match q % 10 {
-                0 => FilterType::NoFilter,
-                1 => FilterType::Sub,
-                2 => FilterType::Up,
-                3 => FilterType::Avg,
-                4 => FilterType::Paeth,
-                _ => FilterType::Adaptive,
-            };
-            let enc = PngEncoder::new_with_quality(&mut *out, compression, filter);
-            match &img.samples {
-                Samples::U8(v) => {
-                    let c = if rgb {
-                        ExtendedColorType::Rgb8
-                    } else {
-                        ExtendedColorType::L8
-                    };
-                    enc.write_image(v, w, h, c)
-                }
-                Samples::U16(v) => {
-                    // image takes 16-bit samples as native-endian bytes.
-                    let bytes: Vec<u8> = v.iter().flat_map(|s| s.to_ne_bytes()).collect();
-                    let c = if rgb {
-                        ExtendedColorType::Rgb16
-                    } else {
-                        ExtendedColorType::L16
-                    };
-                    enc.write_image(&bytes, w, h, c)
-                }
-            }
-            .map_err(image_err(kind))?;
+            encode_png(&img, s.quality, out)
+                .map_err(|e| io::Error::other(format!("PNG encoder: {e}")))?;
         }
         ImageKind::Bmp | ImageKind::Gif | ImageKind::Jpeg => {
             let Samples::U8(v) = &img.samples else {
@@ -321,6 +285,45 @@ pub fn encode(frame: &NDArray, kind: ImageKind, s: Settings, out: &mut Vec<u8>) 
         }
     }
     Ok(())
+}
+
+/// PNG through the `png` crate: Quality's tens are the zlib level (0 = stored), its units the
+/// row filter (0 none, 1 sub, 2 up, 3 average, 4 Paeth, 5-9 adaptive).
+fn encode_png(img: &Image, quality: i64, out: &mut Vec<u8>) -> Result<(), png::EncodingError> {
+    use png::{BitDepth, ColorType, DeflateCompression, Filter};
+    let q = quality.clamp(0, 100);
+    let level = (q / 10).min(9) as u8;
+    let mut enc = png::Encoder::new(&mut *out, img.width, img.height);
+    enc.set_color(if img.channels == 3 {
+        ColorType::Rgb
+    } else {
+        ColorType::Grayscale
+    });
+    enc.set_deflate_compression(if level == 0 {
+        DeflateCompression::NoCompression
+    } else {
+        DeflateCompression::Level(level)
+    });
+    enc.set_filter(match q % 10 {
+        0 => Filter::NoFilter,
+        1 => Filter::Sub,
+        2 => Filter::Up,
+        3 => Filter::Avg,
+        4 => Filter::Paeth,
+        _ => Filter::Adaptive,
+    });
+    match &img.samples {
+        Samples::U8(v) => {
+            enc.set_depth(BitDepth::Eight);
+            enc.write_header()?.write_image_data(v)
+        }
+        Samples::U16(v) => {
+            // PNG's 16-bit samples are big-endian.
+            enc.set_depth(BitDepth::Sixteen);
+            let bytes: Vec<u8> = v.iter().flat_map(|s| s.to_be_bytes()).collect();
+            enc.write_header()?.write_image_data(&bytes)
+        }
+    }
 }
 
 fn encode_tiff(img: &Image, compress_type: i64, out: &mut Vec<u8>) -> io::Result<()> {
@@ -451,8 +454,12 @@ mod tests {
         }
     }
 
-    /// Decodes with `image`, TIFF with the `tiff` crate (image is built without TIFF).
+    /// Decodes with `image`, PNG with the `png` crate and TIFF with the `tiff` crate (image is
+    /// built without either).
     fn decode(bytes: &[u8]) -> DynamicImage {
+        if bytes.starts_with(b"\x89PNG") {
+            return decode_png(bytes);
+        }
         if !bytes.starts_with(b"II*\0") && !bytes.starts_with(b"MM\0*") {
             return image::load_from_memory(bytes).unwrap();
         }
@@ -474,6 +481,39 @@ mod tests {
                     .into()
             }
             _ => panic!("unexpected TIFF samples"),
+        }
+    }
+
+    fn decode_png(bytes: &[u8]) -> DynamicImage {
+        use png::{BitDepth, ColorType};
+        let mut r = png::Decoder::new(Cursor::new(bytes)).read_info().unwrap();
+        let mut buf = vec![0; r.output_buffer_size().unwrap()];
+        let info = r.next_frame(&mut buf).unwrap();
+        buf.truncate(info.buffer_size());
+        let (w, h) = (info.width, info.height);
+        let be16 = |b: &[u8]| -> Vec<u16> {
+            b.chunks_exact(2)
+                .map(|c| u16::from_be_bytes([c[0], c[1]]))
+                .collect()
+        };
+        match (info.color_type, info.bit_depth) {
+            (ColorType::Grayscale, BitDepth::Eight) => {
+                image::GrayImage::from_raw(w, h, buf).unwrap().into()
+            }
+            (ColorType::Rgb, BitDepth::Eight) => {
+                image::RgbImage::from_raw(w, h, buf).unwrap().into()
+            }
+            (ColorType::Grayscale, BitDepth::Sixteen) => {
+                image::ImageBuffer::<image::Luma<u16>, _>::from_raw(w, h, be16(&buf))
+                    .unwrap()
+                    .into()
+            }
+            (ColorType::Rgb, BitDepth::Sixteen) => {
+                image::ImageBuffer::<image::Rgb<u16>, _>::from_raw(w, h, be16(&buf))
+                    .unwrap()
+                    .into()
+            }
+            other => panic!("unexpected PNG {other:?}"),
         }
     }
 
