@@ -24,6 +24,12 @@ export NDFLOW_TICKIT_VENV="$PWD/target/tickit-venv"
 (cd python/tests && ../../.venv/bin/python eiger_peer.py build-venv "$NDFLOW_TICKIT_VENV") \
     > target/tickit-venv-build.log 2>&1 &
 tickit_build=$!
+# dectris-compression has no wheel: pip builds it from source (minutes of one core). It goes
+# into .venv in the background too, at the lowest priority so that the tests keep their CPU;
+# the EIGER tests that decode with it run last (conftest.py) and wait for it if need be.
+(cd python/tests && nice -n 19 ../../.venv/bin/python eiger_peer.py install-dectris) \
+    > target/dectris-install.log 2>&1 &
+dectris_install=$!
 # -rs lists every skip with its reason: the only skips left depend on the machine (root).
 # --durations: the slowest tests, to keep the suite's time in view.
 # Any non-zero exit fails, 5 (no tests collected) included: a suite that ran nothing has
@@ -31,8 +37,8 @@ tickit_build=$!
 set +e
 .venv/bin/python -m pytest -q -rs --durations=15 python/tests
 rc=$?
-wait $tickit_build
-cat target/tickit-venv-build.log
+wait $tickit_build $dectris_install
+cat target/tickit-venv-build.log target/dectris-install.log
 set -e
 if [ $rc -eq 5 ]; then echo "pytest collected no tests" >&2; fi
 if [ $rc -ne 0 ]; then exit $rc; fi

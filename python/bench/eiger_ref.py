@@ -173,7 +173,14 @@ class Replayer:
         calls = int(r.get("calls", 1))
         h, w = self.shape
         if r["lib"] == "dectris":
-            from dectris.compression import decompress
+            try:
+                from dectris.compression import decompress
+            except ImportError:
+                # Not in requirements-test.txt (no wheel: pip builds it from source).
+                raise RuntimeError(
+                    "dectris-compression is not installed in this Python: "
+                    "python/tests/eiger_peer.py install-dectris installs it (about four minutes)"
+                ) from None
 
             def one():
                 return np.frombuffer(decompress(payload, "bslz4", elem_size=2), dtype="<u2")

@@ -24,3 +24,13 @@ def ndflow_bin():
     if not path.exists():
         pytest.fail(f"ndflow binary not found at {path}: run scripts/setup.sh first")
     return path
+
+
+# The EIGER tests run last: their two peers are installed in the background while the other
+# tests run (scripts/test.sh: the tickit simulator's venv and dectris-compression, which pip
+# builds from source), so by then they are usually ready and nobody waits.
+_RUN_LAST = ("test_eiger.py", "test_eiger_golden.py", "test_eiger_peer_selfcheck.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.path.name in _RUN_LAST)

@@ -44,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -62,6 +63,8 @@ from netenv import free_tcp_port, process_env
 
 HOST = "127.0.0.1"
 API = "1.8.0"
+# DECTRIS' reference decoder of the v2 payloads (see dectris_decompress).
+DECTRIS_REQUIREMENT = "dectris-compression==0.4.0"
 TICKIT_REQUIREMENTS = ["tickit-devices==0.4.1", "cbor2<6"]
 TICKIT_VENV_ENV = "NDFLOW_TICKIT_VENV"
 
@@ -621,10 +624,45 @@ class V2Message:
                           # (None, None, raw bytes) when sent uncompressed
 
 
+def dectris_decompress():
+    """`dectris.compression.decompress`, DECTRIS' own decoder of the v2 stream's payloads (the
+    reference our decoding is checked against). No wheel of it exists: pip builds it from
+    source, about four minutes of one core, so it is not in requirements-test.txt.
+    scripts/test.sh installs it into this venv in the background while the first tests run
+    (`python eiger_peer.py install-dectris`); here we wait for that install, or make it when
+    nobody has (a test run by hand). One installer at a time: a lock file in the venv."""
+    try:
+        from dectris.compression import decompress
+        return decompress
+    except ImportError:
+        pass
+    with open(Path(sys.prefix) / "dectris-install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        importlib.invalidate_caches()
+        try:
+            from dectris.compression import decompress
+            return decompress
+        except ImportError:
+            pass
+        env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
+        r = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile",
+             DECTRIS_REQUIREMENT],
+            capture_output=True, text=True, env=env,
+        )
+        if r.returncode != 0:
+            raise RuntimeError(f"pip install {DECTRIS_REQUIREMENT} failed: "
+                               f"{_last_line(r.stderr or r.stdout)}")
+    importlib.invalidate_caches()
+    from dectris.compression import decompress
+    return decompress
+
+
 def _decode_mda(item):
     """tag 40 [dims, typed array] -> (ndarray, payload triple)."""
     import cbor2
-    from dectris.compression import decompress
+
+    decompress = dectris_decompress()
 
     if not (isinstance(item, cbor2.CBORTag) and item.tag in (40, 1040)):
         raise ValueError(f"image data is not a MultiDimArray: {item!r:.80}")
@@ -974,8 +1012,18 @@ if pytest is not None:
 if __name__ == "__main__":
     # `python eiger_peer.py build-venv PATH`: builds the tickit venv at PATH ahead of the tests
     # (scripts/test.sh runs it in the background, with NDFLOW_TICKIT_VENV=PATH for the tests).
+    # `python eiger_peer.py install-dectris`: installs dectris-compression into this venv
+    # (scripts/test.sh runs it in the background too).
+    if sys.argv[1:] == ["install-dectris"]:
+        t0 = time.monotonic()
+        try:
+            dectris_decompress()
+        except RuntimeError as e:
+            sys.exit(f"dectris-compression not installed: {e}")
+        print(f"dectris-compression: ready after {time.monotonic() - t0:.0f} s")
+        sys.exit(0)
     if len(sys.argv) != 3 or sys.argv[1] != "build-venv":
-        sys.exit("usage: eiger_peer.py build-venv PATH")
+        sys.exit("usage: eiger_peer.py build-venv PATH | install-dectris")
     try:
         _, secs = build_tickit_venv(Path(sys.argv[2]), log=Path(sys.argv[2] + "-pip.log"))
     except TickitUnavailable as e:
