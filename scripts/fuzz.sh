@@ -10,7 +10,8 @@
 # Options: -n RUNS (libFuzzer -runs, default 10000000), -T SECONDS (-max_total_time per target,
 # default 0 = no limit), -t SECONDS (-timeout per input, default 10), -m MB (-rss_limit_mb,
 # default 2048), -o FILE (the report, default fuzz/target/fuzz-report.md), -N NICE (default 10),
-# -B (do not build: run the binaries already in fuzz/target).
+# -B (do not build: run the binaries already in fuzz/target). ASAN_OPTIONS, when set, replaces
+# the default below.
 #
 # Installs the nightly toolchain and cargo-fuzz when missing. Targets run one at a time (one
 # libFuzzer process: the machine stays usable). Each one starts from the committed seeds
@@ -62,6 +63,11 @@ if [ "$BUILD" = 1 ]; then
     nice -n "$NICE" cargo +nightly fuzz build
 fi
 bin=fuzz/target/$(rustc -vV | sed -n 's/^host: //p')/release
+
+# No stack trace recorded at each allocation: a fifth to a third of the executions/s of the
+# allocation-heavy targets. A crash's input is kept; run it again with ASAN_OPTIONS= for the
+# allocation stacks in its report.
+export ASAN_OPTIONS="${ASAN_OPTIONS-malloc_context_size=0}"
 
 mkdir -p fuzz/target/logs "$(dirname "$REPORT")"
 rows=()
