@@ -1,23 +1,37 @@
 #!/usr/bin/env bash
-# Runs the whole ndflow test suite on a fresh machine: set-up, formatting and lint checks,
-# the Rust tests, then the Python interop tests (loopback only: scripts/loopback.env).
+# Runs the whole ndflow test suite on a fresh machine: set-up, the formatting check, the Python
+# interop tests (loopback only: scripts/loopback.env) while clippy and the Rust tests build,
+# then the Rust tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+target="${CARGO_TARGET_DIR:-target}"
+case "$target" in /*) ;; *) target="$PWD/$target" ;; esac
+echo "== cargo build --examples"
+# Some Python tests drive Rust examples (python/tests/rust_examples.py): built now and taken
+# from here, so that those tests never call cargo while the build below holds its lock.
+cargo build --workspace --release --examples --quiet
+export NDFLOW_EXAMPLES_DIR="$target/release/examples"
+
+# Clippy and the Rust tests' build (half of the CPU time of a cold run) go on in the
+# background at the lowest priority while the Python tests, which wait on sockets and child
+# processes much of the time, run in front: on a 2-core machine they fill the idle core.
 # --release: the build scripts (and the C libraries some compile) and proc-macros are then the
-# release build's, built once for both.
-cargo clippy --workspace --all-targets --release --quiet -- -D warnings
-echo "== cargo test"
-cargo test --workspace --release
+# release build's, built once for all. The Rust tests themselves run after the Python tests.
+echo "== cargo clippy and the Rust tests' build (in the background, log: $target/rust-build.log)"
+(nice -n 19 cargo clippy --workspace --all-targets --release --quiet -- -D warnings \
+    && nice -n 19 cargo test --workspace --release --no-run --quiet) > "$target/rust-build.log" 2>&1 &
+rust_build=$!
+# Interrupted or failed early: the build does not outlive the script.
+trap 'pkill -P $rust_build 2>/dev/null; kill $rust_build 2>/dev/null' EXIT
 
 echo "== python tests"
 # EPICS clients and servers stay on 127.0.0.1.
 set -a; . scripts/loopback.env; set +a
-export NDFLOW_BIN="$PWD/target/release/ndflow"
+export NDFLOW_BIN="$target/release/ndflow"
 # The EIGER tests' simulator lives in a venv of its own (tickit-devices needs cbor2<6): built
 # here in the background while the first tests run, kept under target/ for the next run.
 export NDFLOW_TICKIT_VENV="$PWD/target/tickit-venv"
@@ -25,9 +39,10 @@ export NDFLOW_TICKIT_VENV="$PWD/target/tickit-venv"
     > target/tickit-venv-build.log 2>&1 &
 tickit_build=$!
 # dectris-compression has no wheel: pip builds it from source (minutes of one core). It goes
-# into .venv in the background too, at the lowest priority so that the tests keep their CPU;
-# the EIGER tests that decode with it run last (conftest.py) and wait for it if need be.
-(cd python/tests && nice -n 19 ../../.venv/bin/python eiger_peer.py install-dectris) \
+# into .venv in the background too, at a low priority so that the tests keep their CPU (and
+# above the Rust build, which is needed only later); the EIGER tests that decode with it run
+# last (conftest.py) and wait for it if need be.
+(cd python/tests && nice -n 10 ../../.venv/bin/python eiger_peer.py install-dectris) \
     > target/dectris-install.log 2>&1 &
 dectris_install=$!
 # -rs lists every skip with its reason: the only skips left depend on the machine (root).
@@ -39,7 +54,20 @@ set +e
 rc=$?
 wait $tickit_build $dectris_install
 cat target/tickit-venv-build.log target/dectris-install.log
-set -e
 if [ $rc -eq 5 ]; then echo "pytest collected no tests" >&2; fi
-if [ $rc -ne 0 ]; then exit $rc; fi
+
+echo "== cargo clippy and the Rust tests' build: waiting for it"
+wait $rust_build
+build_rc=$?
+cat "$target/rust-build.log"
+if [ $build_rc -ne 0 ]; then
+    echo "cargo clippy or the Rust tests' build failed (exit $build_rc)" >&2
+    exit $build_rc
+fi
+echo "== cargo test"
+cargo test --workspace --release
+test_rc=$?
+set -e
+if [ $rc -ne 0 ]; then echo "the Python tests failed (exit $rc)" >&2; exit $rc; fi
+if [ $test_rc -ne 0 ]; then exit $test_rc; fi
 echo "== all tests passed"

@@ -4,7 +4,6 @@ publishes, and `NdflowIoc` (the binary as an IOC with p4p clients).
 Everything here talks to 127.0.0.1 only (netenv.py: the loopback variables plus per-test ports).
 """
 
-import os
 import pathlib
 import subprocess
 
@@ -18,6 +17,7 @@ from netenv import (
     pva_client_conf,
     pva_server_env,
 )
+from rust_examples import example_bin
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -36,20 +36,9 @@ FRAME_TYPES = {
 }
 
 
-def target_dir():
-    return pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-
-
 def build_pva_serve():
-    """The example server: PVA_SERVE_BIN if set, else built with cargo (release)."""
-    if "PVA_SERVE_BIN" in os.environ:
-        return pathlib.Path(os.environ["PVA_SERVE_BIN"])
-    subprocess.run(
-        ["cargo", "build", "--release", "--workspace", "--example", "pva_serve"],
-        cwd=ROOT,
-        check=True,
-    )
-    return target_dir() / "release" / "examples" / "pva_serve"
+    """The example server (see rust_examples)."""
+    return example_bin("pva_serve")
 
 
 class PvaServe:

@@ -1,10 +1,8 @@
 """Interop of ndflow-ca's Channel Access server with pyepics (EPICS base libca) and caproto.
 
 Runs the Rust example `ca_serve` on free loopback ports (TCP and UDP on one port number, a
-separate free EPICS_CA_REPEATER_PORT, the loopback variables of netenv.py). The binary is
-`CA_SERVE_BIN` if set, else built once per session with
-`cargo build --release --workspace --example ca_serve` and taken from
-`$CARGO_TARGET_DIR/release/examples` (default `<repo>/target/release/examples`).
+separate free EPICS_CA_REPEATER_PORT, the loopback variables of netenv.py); the binary comes
+from rust_examples.py.
 
 Each client check runs in a subprocess with its own environment, so libca's context (which
 reads EPICS_CA_* once per process) sees this server's ports only. Needs the pip packages
@@ -12,30 +10,21 @@ reads EPICS_CA_* once per process) sees this server's ports only. Needs the pip 
 is missing fails.
 """
 
-import os
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
 from interop import require
 from netenv import ca_client_env, free_tcp_udp_port, free_udp_port, process_env
-from pva_util import ROOT, target_dir
+from rust_examples import ROOT, example_bin
 
 PREFIX = "CATEST:"
 
 
 def build_ca_serve():
-    if "CA_SERVE_BIN" in os.environ:
-        return os.environ["CA_SERVE_BIN"]
-    subprocess.run(
-        ["cargo", "build", "--release", "--workspace", "--example", "ca_serve"],
-        cwd=ROOT,
-        check=True,
-    )
-    return str(target_dir() / "release" / "examples" / "ca_serve")
+    return str(example_bin("ca_serve"))
 
 
 class CaServe:

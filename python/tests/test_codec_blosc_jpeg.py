@@ -1,7 +1,6 @@
 """Interop of ndflow-codec's `blosc` and `jpeg` modules with the C libraries.
 
-Drives the Rust example `blosc_jpeg_cli` (built once per session; `BLOSC_JPEG_CLI` may name a prebuilt
-binary) and compares with python-blosc (c-blosc 1.21) and Pillow (libjpeg-turbo):
+Drives the Rust example `blosc_jpeg_cli` (rust_examples.py) and compares with python-blosc (c-blosc 1.21) and Pillow (libjpeg-turbo):
 
 * our Blosc frames for every compressor x shuffle x level x type size 1/2/4/8 decode with
   `blosc.decompress` bit-exactly, python-blosc's frames decode with ours, and the frames are
@@ -14,7 +13,6 @@ on the same data (the frames of benches/blosc_jpeg.rs) in one session.
 """
 
 import io
-import os
 import pathlib
 import subprocess
 import sys
@@ -24,6 +22,7 @@ import blosc
 import numpy as np
 import pytest
 from PIL import Image
+from rust_examples import example_bin
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -37,19 +36,8 @@ LEVELS = [1, 5, 9]
 TYPE_SIZES = [1, 2, 4, 8]
 
 
-def _target_dir():
-    return pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-
-
 def _build_cli():
-    if "BLOSC_JPEG_CLI" in os.environ:
-        return pathlib.Path(os.environ["BLOSC_JPEG_CLI"])
-    subprocess.run(
-        ["cargo", "build", "--release", "--workspace", "--example", "blosc_jpeg_cli"],
-        cwd=ROOT,
-        check=True,
-    )
-    return _target_dir() / "release" / "examples" / "blosc_jpeg_cli"
+    return example_bin("blosc_jpeg_cli")
 
 
 @pytest.fixture(scope="session")

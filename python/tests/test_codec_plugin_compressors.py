@@ -17,6 +17,7 @@ import zlib
 
 import numpy as np
 import pytest
+from rust_examples import example_bin
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before bitshuffle loads OpenMP
 
@@ -28,20 +29,9 @@ import lz4.block  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def _target_dir():
-    return pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-
-
 @pytest.fixture(scope="session")
 def cli():
-    subprocess.run(
-        ["cargo", "build", "--release", "--workspace", "--example", "codec_cli"],
-        cwd=ROOT,
-        check=True,
-    )
-    path = _target_dir() / "release" / "examples" / "codec_cli"
-    assert path.exists(), path
-    return path
+    return example_bin("codec_cli")
 
 
 @pytest.fixture

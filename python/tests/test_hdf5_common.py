@@ -1,15 +1,14 @@
 """Shared helpers of the HDF5 interop tests (no tests here): build and run ndflow-io's
 `hdf5_write` example (frames from a raw file through the real NDFileHDF5 plugin, optionally
-pre-compressed by the Codec plugin), and test data for the ten types. The example is built
-with cargo in release mode (CARGO_TARGET_DIR if set, else ROOT/target), once per session."""
+pre-compressed by the Codec plugin), and test data for the ten types. The example comes from
+rust_examples.py."""
 
-import functools
-import os
 import pathlib
 import subprocess
 
 import numpy as np
 from ndtypes import ND_TYPES
+from rust_examples import example_bin
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -20,17 +19,8 @@ LINK = "/entry/data/data"
 ATTRS = "/entry/instrument/NDAttributes"
 
 
-@functools.lru_cache(maxsize=None)
 def build_hdf5_write():
-    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    subprocess.run(
-        ["cargo", "build", "--release", "--workspace", "--example", "hdf5_write"],
-        cwd=ROOT,
-        check=True,
-    )
-    exe = target / "release" / "examples" / "hdf5_write"
-    assert exe.exists(), exe
-    return exe
+    return example_bin("hdf5_write")
 
 
 def frames(dtype, n, shape, seed=1234):

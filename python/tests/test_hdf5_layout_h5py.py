@@ -3,30 +3,18 @@ written by ndflow-io's `hdf5_scan` example through the real plugin (built once p
 release mode, CARGO_TARGET_DIR if set): frame k has pixel i = 1000 (k + 1) + i and the
 NDAttributes Gain = k + 1, Temp = 20 + k (and pos_x / pos_n with --pos)."""
 
-import functools
-import os
 import subprocess
 
 import h5py
 import numpy as np
-import pytest
 
-from test_hdf5_common import ROOT
+from rust_examples import ROOT, example_bin
 
 DEMO = ROOT / "examples" / "hdf5" / "layout_demo.xml"
 
 
-@functools.lru_cache(maxsize=None)
 def scan_exe():
-    if os.environ.get("NDFLOW_HDF5_SCAN"):  # a prebuilt example (e.g. a debug build)
-        return os.environ["NDFLOW_HDF5_SCAN"]
-    target = os.environ.get("CARGO_TARGET_DIR", str(ROOT / "target"))
-    subprocess.run(
-        ["cargo", "build", "--release", "--workspace", "--example", "hdf5_scan"],
-        cwd=ROOT,
-        check=True,
-    )
-    return os.path.join(target, "release", "examples", "hdf5_scan")
+    return str(example_bin("hdf5_scan"))
 
 
 def scan(tmp_path, name, frames, sets=(), pos=None, dims=(4, 3)):

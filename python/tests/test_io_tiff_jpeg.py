@@ -1,10 +1,9 @@
 """TIFF/JPEG files written by ndflow-io's file plugins, read back with tifffile and Pillow.
 
 Uses the `io_write` example of ndflow-io (one frame from a raw file through the real
-plugin), built here with cargo (CARGO_TARGET_DIR if set, else ROOT/target).
+plugin), from rust_examples.py.
 """
 
-import os
 import pathlib
 import subprocess
 
@@ -13,6 +12,7 @@ from ndtypes import ND_TYPES
 import pytest
 import tifffile
 from PIL import Image
+from rust_examples import example_bin
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -21,15 +21,7 @@ TYPES = ND_TYPES
 
 @pytest.fixture(scope="session")
 def io_write():
-    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    subprocess.run(
-        ["cargo", "build", "--release", "--workspace", "--example", "io_write"],
-        cwd=ROOT,
-        check=True,
-    )
-    exe = target / "release" / "examples" / "io_write"
-    assert exe.exists(), exe
-    return exe
+    return example_bin("io_write")
 
 
 def pattern(dtype, shape):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from interop import require
 from netenv import loopback_env
+from rust_examples import example_bin
 
 p4p = require("p4p")
 from p4p.nt import NTEnum, NTNDArray, NTScalar  # noqa: E402
@@ -19,29 +20,8 @@ from p4p.server.thread import SharedPV  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def find_example(name):
-    for profile in ("release", "debug"):
-        for base in (os.environ.get("CARGO_TARGET_DIR"), ROOT / "target"):
-            if base:
-                p = pathlib.Path(base) / profile / "examples" / name
-                if p.exists():
-                    return p
-    return None
-
-
 def example(name):
-    """The example binary; built with cargo when missing (scripts/test.sh's cargo test builds it)."""
-    p = find_example(name)
-    if p is None:
-        subprocess.run(
-            ["cargo", "build", "--release", "--workspace", "--example", name],
-            cwd=ROOT,
-            check=True,
-        )
-        p = find_example(name)
-    if p is None:
-        pytest.fail(f"{name} could not be built (cargo build --release --workspace --example {name})")
-    return p
+    return example_bin(name)
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Interop of ndflow-pva's pvAccess server with p4p (pvxs) and pvapy (pvAccessCPP).
 
-Runs the Rust example `pva_serve` (built once per session; `PVA_SERVE_BIN` may name a prebuilt
-binary) on ephemeral loopback ports and checks, with both client stacks:
+Runs the Rust example `pva_serve` (rust_examples.py) on ephemeral loopback ports and checks,
+with both client stacks:
 
 * GET / PUT / MONITOR of NTScalar PVs of every scalar type, NTEnum by index and by choice,
   refused PUTs (read-only, out of range) reported as errors and changing nothing, NTScalarArray;
