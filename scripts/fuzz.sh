@@ -7,13 +7,14 @@
 #   scripts/fuzz.sh ca_server pva_server  # only these
 #   scripts/fuzz.sh -n 1000000 -T 600     # 10^6 executions or 10 minutes, whichever first
 #   scripts/fuzz.sh -c -T 3600 pva_client # an hour more of a campaign to 10^7 (see -c)
+#   scripts/fuzz.sh -L                    # where each target's campaign stands
 #
 # Options: -n RUNS (libFuzzer -runs, default 10000000), -T SECONDS (-max_total_time per target,
 # default 0 = no limit), -t SECONDS (-timeout per input, default 10), -m MB (-rss_limit_mb,
 # default 2048), -o FILE (the report, default fuzz/target/fuzz-report.md), -N NICE (default 10),
 # -B (do not build: run the binaries already in fuzz/target), -c (continue a campaign: each
-# target runs only the executions its ledger still lacks, see below). ASAN_OPTIONS, when set,
-# replaces the default below.
+# target runs only the executions its ledger still lacks, see below), -L (print each target's
+# campaign from the ledger, run nothing). ASAN_OPTIONS, when set, replaces the default below.
 #
 # Installs the nightly toolchain and cargo-fuzz when missing. Targets run one at a time (one
 # libFuzzer process: the machine stays usable). Each one starts from the committed seeds
@@ -31,9 +32,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RUNS=10000000 MAX_TIME=0 TIMEOUT=10 RSS=2048 NICE=10 BUILD=1 CONTINUE=0
+RUNS=10000000 MAX_TIME=0 TIMEOUT=10 RSS=2048 NICE=10 BUILD=1 CONTINUE=0 LIST=0
 REPORT=fuzz/target/fuzz-report.md
-while getopts "n:T:t:m:o:N:Bch" opt; do
+while getopts "n:T:t:m:o:N:BcLh" opt; do
     case $opt in
         n) RUNS=$OPTARG ;;
         T) MAX_TIME=$OPTARG ;;
@@ -43,17 +44,11 @@ while getopts "n:T:t:m:o:N:Bch" opt; do
         N) NICE=$OPTARG ;;
         B) BUILD=0 ;;
         c) CONTINUE=1 ;;
-        *) sed -n '2,30p' "$0"; exit 2 ;;
+        L) LIST=1 ;;
+        *) sed -n '2,31p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
-
-if ! rustup toolchain list | grep -q '^nightly'; then
-    rustup toolchain install nightly --profile minimal
-fi
-if ! cargo fuzz --version >/dev/null 2>&1; then
-    cargo install cargo-fuzz --locked
-fi
 
 # Every target, in the library's order (network-facing first), unless named.
 if [ $# -gt 0 ]; then
@@ -64,6 +59,36 @@ fi
 for t in "${targets[@]}"; do
     [ -f "fuzz/fuzz_targets/$t.rs" ] || { echo "no fuzz target $t" >&2; exit 2; }
 done
+
+mkdir -p fuzz/target
+ledger=fuzz/target/ledger.tsv
+[ -f "$ledger" ] || printf 'date\ttarget\texecutions\tseconds\tcrashed\tcommit\n' >"$ledger"
+# Executions of a target's campaign: its ledger rows after its last crash.
+campaign() {
+    awk -F'\t' -v t="$1" '$2 == t { n = ($5 == 1) ? 0 : n + $3 } END { print n + 0 }' "$ledger"
+}
+# Runs and seconds of that campaign.
+campaign_runs() {
+    awk -F'\t' -v t="$1" '$2 == t { if ($5 == 1) { r = 0; s = 0 } else { r++; s += $4 } }
+        END { printf "%d | %d", r, s }' "$ledger"
+}
+
+if [ "$LIST" = 1 ]; then
+    echo "| target | campaign executions | runs | seconds | reached $RUNS |"
+    echo "|---|---:|---:|---:|---|"
+    for t in "${targets[@]}"; do
+        n=$(campaign "$t")
+        echo "| $t | $n | $(campaign_runs "$t") | $([ "$n" -ge "$RUNS" ] && echo yes || echo no) |"
+    done
+    exit 0
+fi
+
+if ! rustup toolchain list | grep -q '^nightly'; then
+    rustup toolchain install nightly --profile minimal
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked
+fi
 
 # One build of every target (release, debug assertions, AddressSanitizer), then each binary
 # runs on its own (what `cargo fuzz run` does, without a cargo invocation per target).
@@ -82,13 +107,7 @@ bin=fuzz/target/$(rustc -vV | sed -n 's/^host: //p')/release
 export ASAN_OPTIONS="${ASAN_OPTIONS-malloc_context_size=0:detect_stack_use_after_return=0}"
 
 mkdir -p fuzz/target/logs "$(dirname "$REPORT")"
-ledger=fuzz/target/ledger.tsv
-[ -f "$ledger" ] || printf 'date\ttarget\texecutions\tseconds\tcrashed\tcommit\n' >"$ledger"
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo "?")
-# Executions of a target's campaign: its ledger rows after its last crash.
-campaign() {
-    awk -F'\t' -v t="$1" '$2 == t { n = ($5 == 1) ? 0 : n + $3 } END { print n + 0 }' "$ledger"
-}
 rows=()
 failed=0
 for t in "${targets[@]}"; do
