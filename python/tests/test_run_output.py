@@ -148,14 +148,19 @@ def test_idle_is_silent_acquisitions_and_stop_say_one_line_each(ioc):
     first = [l for l in during if l.startswith("JPG1: dropping frames")]
     assert len(first) == 1, during
     counted = int(re.search(r"unsupported input \((\d+)\)", first[0]).group(1))
+    summaries = []
     for l in during:
         m = re.fullmatch(r"JPG1: (\d+) more frames dropped \(unsupported input (\d+)\)", l)
         if m:
             counted += int(m.group(1))
+            summaries.append(l)
     assert counted == 5, during
-    # Nothing else: no status line, no per-frame lines, STATS1 dropped nothing. (Started, ended,
-    # the first drop's warning and line, and on a loaded machine one summary of later drops.)
-    assert len(during) <= 5, during
+    # Nothing else: no status line, no per-frame lines, STATS1 dropped nothing: started, ended,
+    # the first drop's warning and line. Later drops come in summaries, one per tick of the run
+    # loop that saw some; on a loaded machine the drops of these 5 frames can straddle ticks.
+    others = [l for l in during if l not in summaries]
+    assert len(others) <= 4, during
+    assert len(summaries) <= 4 and all(" 0 more" not in l for l in summaries), during
     assert not any("frames/s |" in l or "STATS1" in l for l in during), during
 
     # A clean stop writes the summary: uptime, frames per driver, drops per plugin.

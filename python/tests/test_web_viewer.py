@@ -17,6 +17,8 @@ Loopback only: the IOC's EPICS servers and its web server use free ports on 127.
 
 import io
 import json
+import pathlib
+import sys
 import time
 import urllib.request
 
@@ -28,17 +30,10 @@ from pva_util import NdflowIoc
 playwright_sync = pytest.importorskip("playwright.sync_api")
 
 CHROMIUM = "/usr/bin/chromium"
-# SwiftShader's software WebGL (no GPU here); no network traffic of the browser's own.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--use-angle=swiftshader",
-    "--enable-unsafe-swiftshader",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
+# The browser's flags are the viewer benchmark's (SwiftShader's software WebGL, no network
+# traffic of the browser's own): one list for both.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
+from bench_web import CHROMIUM_ARGS  # noqa: E402
 
 W, H = 256, 128
 RW, RH = 64, 32

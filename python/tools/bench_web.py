@@ -24,6 +24,8 @@ import os
 import sys
 import time
 
+# SwiftShader's software WebGL (no GPU needed); no network traffic of the browser's own.
+# python/tests/test_web_viewer.py launches the browser with the same flags.
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--use-angle=swiftshader",
