@@ -63,22 +63,19 @@ done
 mkdir -p fuzz/target
 ledger=fuzz/target/ledger.tsv
 [ -f "$ledger" ] || printf 'date\ttarget\texecutions\tseconds\tcrashed\tcommit\n' >"$ledger"
-# Executions of a target's campaign: its ledger rows after its last crash.
-campaign() {
-    awk -F'\t' -v t="$1" '$2 == t { n = ($5 == 1) ? 0 : n + $3 } END { print n + 0 }' "$ledger"
+# A target's campaign (its ledger rows after its last crash): "executions runs seconds".
+campaign_stats() {
+    awk -F'\t' -v t="$1" '$2 == t { if ($5 == 1) { n = 0; r = 0; s = 0 } else { n += $3; r++; s += $4 } }
+        END { printf "%d %d %d\n", n, r, s }' "$ledger"
 }
-# Runs and seconds of that campaign.
-campaign_runs() {
-    awk -F'\t' -v t="$1" '$2 == t { if ($5 == 1) { r = 0; s = 0 } else { r++; s += $4 } }
-        END { printf "%d | %d", r, s }' "$ledger"
-}
+campaign() { campaign_stats "$1" | cut -d' ' -f1; }
 
 if [ "$LIST" = 1 ]; then
     echo "| target | campaign executions | runs | seconds | reached $RUNS |"
     echo "|---|---:|---:|---:|---|"
     for t in "${targets[@]}"; do
-        n=$(campaign "$t")
-        echo "| $t | $n | $(campaign_runs "$t") | $([ "$n" -ge "$RUNS" ] && echo yes || echo no) |"
+        read -r n r secs < <(campaign_stats "$t")
+        echo "| $t | $n | $r | $secs | $([ "$n" -ge "$RUNS" ] && echo yes || echo no) |"
     done
     exit 0
 fi
@@ -146,21 +143,21 @@ for t in "${targets[@]}"; do
     cov=$(grep -oE 'cov: [0-9]+' <<<"$last" | grep -oE '[0-9]+' || echo "?")
     ft=$(grep -oE 'ft: [0-9]+' <<<"$last" | grep -oE '[0-9]+' || echo "?")
     units=$(grep -oE 'corp: [0-9]+' <<<"$last" | grep -oE '[0-9]+' || echo "?")
-    interrupted=0
+    interrupted=0 crashed=0
     if [ "$rc" -eq 72 ]; then
         # libFuzzer's exit status when interrupted (Ctrl-C, SIGTERM): not a crash; the
         # executions so far still count, and the remaining targets do not start.
         interrupted=1
         crashes="0 (interrupted)"
     elif [ "$rc" -ne 0 ]; then
-        failed=1
+        failed=1 crashed=1
         crash=$(grep -oE 'Test unit written to [^ ]+' "$log" | tail -1 | sed 's/Test unit written to //')
         crashes="yes (exit $rc${crash:+: $crash})"
     else
         crashes=0
     fi
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u '+%Y-%m-%dT%H:%MZ')" "$t" "$execs" "$secs" \
-        "$(( rc != 0 && rc != 72 ))" "$commit" >>"$ledger"
+        "$crashed" "$commit" >>"$ledger"
     row="| $t | $execs | $rate | $cov | $ft | $units | $secs | $crashes | $(campaign "$t") |"
     echo "$row"
     rows+=("$row")

@@ -1,6 +1,5 @@
 """NDFileHDF5 XML layouts, extra dimensions and position mode, read back with h5py. Files are
-written by ndflow-io's `hdf5_scan` example through the real plugin (built once per session,
-release mode, CARGO_TARGET_DIR if set): frame k has pixel i = 1000 (k + 1) + i and the
+written by ndflow-io's `hdf5_scan` example (rust_examples.py) through the real plugin: frame k has pixel i = 1000 (k + 1) + i and the
 NDAttributes Gain = k + 1, Temp = 20 + k (and pos_x / pos_n with --pos)."""
 
 import subprocess

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from interop import require
+from rust_examples import target_dir
 
 ndflow = require("ndflow")
 h5py = require("h5py")
@@ -30,7 +31,7 @@ SYSTEM_OK = ("libc.so", "libm.so", "libgcc_s.so", "libpthread.so", "libdl.so", "
 
 
 def wheel_path():
-    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    target = target_dir()
     found = sorted(glob.glob(str(target / "wheels" / "ndflow-*.whl")), key=os.path.getmtime)
     if not found:
         pytest.fail(f"no ndflow wheel in {target / 'wheels'}: run ./scripts/setup.sh, which builds it")

@@ -152,6 +152,7 @@ def test_idle_is_silent_acquisitions_and_stop_say_one_line_each(ioc):
     for l in during:
         m = re.fullmatch(r"JPG1: (\d+) more frames dropped \(unsupported input (\d+)\)", l)
         if m:
+            assert int(m.group(1)) > 0, l
             counted += int(m.group(1))
             summaries.append(l)
     assert counted == 5, during
@@ -160,7 +161,7 @@ def test_idle_is_silent_acquisitions_and_stop_say_one_line_each(ioc):
     # loop that saw some; on a loaded machine the drops of these 5 frames can straddle ticks.
     others = [l for l in during if l not in summaries]
     assert len(others) <= 4, during
-    assert len(summaries) <= 4 and all(" 0 more" not in l for l in summaries), during
+    assert len(summaries) <= 4, during
     assert not any("frames/s |" in l or "STATS1" in l for l in during), during
 
     # A clean stop writes the summary: uptime, frames per driver, drops per plugin.
