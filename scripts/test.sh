@@ -25,8 +25,9 @@ echo "== cargo clippy and the Rust tests' build (in the background, log: $target
 (nice -n 19 cargo clippy --workspace --all-targets --release --quiet -- -D warnings \
     && nice -n 19 cargo test --workspace --release --no-run --quiet) > "$target/rust-build.log" 2>&1 &
 rust_build=$!
-# Interrupted or failed early: the build does not outlive the script.
-trap 'pkill -P $rust_build 2>/dev/null; kill $rust_build 2>/dev/null' EXIT
+# Interrupted or failed early: the build does not outlive the script. `|| true`: under
+# `set -e` a failing command in the trap (the build already gone) would make the exit 1.
+trap 'pkill -P $rust_build 2>/dev/null || true; kill $rust_build 2>/dev/null || true' EXIT
 
 echo "== python tests"
 # EPICS clients and servers stay on 127.0.0.1.
