@@ -8,13 +8,15 @@
 #   scripts/fuzz.sh -n 1000000 -T 600     # 10^6 executions or 10 minutes, whichever first
 #   scripts/fuzz.sh -c -T 3600 pva_client # an hour more of a campaign to 10^7 (see -c)
 #   scripts/fuzz.sh -L                    # where each target's campaign stands
+#   scripts/fuzz.sh -s none -c pva_wire   # without AddressSanitizer (see -s)
 #
 # Options: -n RUNS (libFuzzer -runs, default 10000000), -T SECONDS (-max_total_time per target,
 # default 0 = no limit), -t SECONDS (-timeout per input, default 10), -m MB (-rss_limit_mb,
 # default 2048), -o FILE (the report, default fuzz/target/fuzz-report.md), -N NICE (default 10),
 # -B (do not build: run the binaries already in fuzz/target), -c (continue a campaign: each
 # target runs only the executions its ledger still lacks, see below), -L (print each target's
-# campaign from the ledger, run nothing). ASAN_OPTIONS, when set, replaces the default below.
+# campaign from the ledger, run nothing), -s SANITIZER (address, the default, or none: see
+# below). ASAN_OPTIONS, when set, replaces the default below.
 #
 # Installs the nightly toolchain and cargo-fuzz when missing. Targets run one at a time (one
 # libFuzzer process: the machine stays usable). Each one starts from the committed seeds
@@ -25,16 +27,26 @@
 # the exit status is 1 if any target crashed (or failed to run).
 #
 # Campaigns: every run appends a row to fuzz/target/ledger.tsv (date, target, executions,
-# seconds, crashed, commit). A target's campaign is its runs since its last crash, each
+# seconds, crashed, commit, sanitizer). A target's campaign is its runs since its last crash, each
 # starting from the corpus the previous one grew, so a 10-hour target can be fuzzed an hour at
 # a time (what libFuzzer's own -fork mode does with its jobs). With -c a target runs
 # RUNS minus its campaign's executions, and is skipped once the campaign has RUNS.
+#
+# -s none: a build without AddressSanitizer (fuzz/target/nosan), allowed only for the targets
+# in NO_SANITIZER below, whose code path runs no unsafe block of ours (ndflow-pva, ndflow-ca
+# and the GenICam XML parser have none). There a failure is a panic, an overflow (debug
+# assertions stay on), a hang or memory over -rss_limit_mb, which libFuzzer catches without
+# ASan; what goes unseen is a leak (LeakSanitizer is part of ASan) and a memory error in a
+# dependency's unsafe code. In exchange 3 to 6 times the executions/s (docs/reliability.md).
+# The ledger records each run's sanitizer; a campaign counts the executions of both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 RUNS=10000000 MAX_TIME=0 TIMEOUT=10 RSS=2048 NICE=10 BUILD=1 CONTINUE=0 LIST=0
+SANITIZER=address
 REPORT=fuzz/target/fuzz-report.md
-while getopts "n:T:t:m:o:N:BcLh" opt; do
+NO_SANITIZER=" pva_server pva_server_cmd pva_datagram pva_wire ca_server ca_server_cmd ca_datagram ca_client ca_dbr genicam_xml "
+while getopts "n:T:t:m:o:N:s:BcLh" opt; do
     case $opt in
         n) RUNS=$OPTARG ;;
         T) MAX_TIME=$OPTARG ;;
@@ -45,7 +57,8 @@ while getopts "n:T:t:m:o:N:BcLh" opt; do
         B) BUILD=0 ;;
         c) CONTINUE=1 ;;
         L) LIST=1 ;;
-        *) sed -n '2,31p' "$0"; exit 2 ;;
+        s) SANITIZER=$OPTARG ;;
+        *) sed -n '2,41p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
@@ -59,23 +72,44 @@ fi
 for t in "${targets[@]}"; do
     [ -f "fuzz/fuzz_targets/$t.rs" ] || { echo "no fuzz target $t" >&2; exit 2; }
 done
+case $SANITIZER in
+    address) target_dir=fuzz/target ;;
+    none)
+        target_dir=fuzz/target/nosan
+        if [ "$LIST" = 0 ]; then
+            for t in "${targets[@]}"; do
+                if [[ $NO_SANITIZER != *" $t "* ]]; then
+                    echo "-s none: $t reaches unsafe code of ours and runs only with AddressSanitizer" \
+                        "(without it:$NO_SANITIZER)" >&2
+                    exit 2
+                fi
+            done
+        fi
+        ;;
+    *) echo "-s $SANITIZER: the sanitizer is address or none" >&2; exit 2 ;;
+esac
 
 mkdir -p fuzz/target
 ledger=fuzz/target/ledger.tsv
-[ -f "$ledger" ] || printf 'date\ttarget\texecutions\tseconds\tcrashed\tcommit\n' >"$ledger"
-# A target's campaign (its ledger rows after its last crash): "executions runs seconds".
+[ -f "$ledger" ] || printf 'date\ttarget\texecutions\tseconds\tcrashed\tcommit\tsanitizer\n' >"$ledger"
+# Ledgers from before the sanitizer column: its rows ran with address.
+head -1 "$ledger" | grep -q 'sanitizer$' || sed -i '1s/$/\tsanitizer/' "$ledger"
+# A target's campaign (its ledger rows after its last crash): "executions runs seconds
+# executions-without-sanitizer".
 campaign_stats() {
-    awk -F'\t' -v t="$1" '$2 == t { if ($5 == 1) { n = 0; r = 0; s = 0 } else { n += $3; r++; s += $4 } }
-        END { printf "%d %d %d\n", n, r, s }' "$ledger"
+    awk -F'\t' -v t="$1" '$2 == t {
+            if ($5 == 1) { n = 0; r = 0; s = 0; u = 0 } else { n += $3; r++; s += $4; if ($7 == "none") u += $3 }
+        }
+        END { printf "%d %d %d %d\n", n, r, s, u }' "$ledger"
 }
 campaign() { campaign_stats "$1" | cut -d' ' -f1; }
 
 if [ "$LIST" = 1 ]; then
-    echo "| target | campaign executions | runs | seconds | reached $RUNS |"
-    echo "|---|---:|---:|---:|---|"
+    echo "| target | campaign executions | of which without ASan | runs | seconds | reached $RUNS |"
+    echo "|---|---:|---:|---:|---:|---|"
     for t in "${targets[@]}"; do
-        read -r n r secs < <(campaign_stats "$t")
-        echo "| $t | $n | $r | $secs | $([ "$n" -ge "$RUNS" ] && echo yes || echo no) |"
+        read -r n r secs u < <(campaign_stats "$t")
+        echo "| $t | $n | $u | $r | $secs | $([ "$n" -ge "$RUNS" ] && echo yes || echo no) |"
     done
     exit 0
 fi
@@ -87,13 +121,14 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 
-# One build of every target (release, debug assertions, AddressSanitizer), then each binary
-# runs on its own (what `cargo fuzz run` does, without a cargo invocation per target).
+# One build of every target (release, debug assertions, AddressSanitizer unless -s none), then
+# each binary runs on its own (what `cargo fuzz run` does, without a cargo invocation per
+# target).
 if [ "$BUILD" = 1 ]; then
-    echo "building the fuzz targets (cargo +nightly fuzz build)…"
-    nice -n "$NICE" cargo +nightly fuzz build
+    echo "building the fuzz targets (cargo +nightly fuzz build -s $SANITIZER)…"
+    nice -n "$NICE" cargo +nightly fuzz build -s "$SANITIZER" --target-dir "$target_dir"
 fi
-bin=fuzz/target/$(rustc -vV | sed -n 's/^host: //p')/release
+bin=$target_dir/$(rustc -vV | sed -n 's/^host: //p')/release
 
 # No stack trace recorded at each allocation: a fifth to a third of the executions/s of the
 # allocation-heavy targets. A crash's input is kept; run it again with ASAN_OPTIONS= for the
@@ -156,8 +191,8 @@ for t in "${targets[@]}"; do
     else
         crashes=0
     fi
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u '+%Y-%m-%dT%H:%MZ')" "$t" "$execs" "$secs" \
-        "$crashed" "$commit" >>"$ledger"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u '+%Y-%m-%dT%H:%MZ')" "$t" "$execs" "$secs" \
+        "$crashed" "$commit" "$SANITIZER" >>"$ledger"
     row="| $t | $execs | $rate | $cov | $ft | $units | $secs | $crashes | $(campaign "$t") |"
     echo "$row"
     rows+=("$row")
@@ -165,7 +200,7 @@ for t in "${targets[@]}"; do
 done
 
 {
-    echo "Fuzzing run of $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname) ($(nproc) cores), runs=$RUNS, max_total_time=$MAX_TIME s per target"
+    echo "Fuzzing run of $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname) ($(nproc) cores), runs=$RUNS, max_total_time=$MAX_TIME s per target, sanitizer: $SANITIZER"
     echo
     echo "| target | executions | exec/s | cov | ft | corpus | seconds | crashes | campaign |"
     echo "|---|---:|---:|---:|---:|---:|---:|---|---:|"
