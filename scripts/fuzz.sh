@@ -33,11 +33,13 @@
 # RUNS minus its campaign's executions, and is skipped once the campaign has RUNS.
 #
 # -s none: a build without AddressSanitizer (fuzz/target/nosan), allowed only for the targets
-# in NO_SANITIZER below, whose code path runs no unsafe block of ours (ndflow-pva, ndflow-ca
-# and the GenICam XML parser have none). There a failure is a panic, an overflow (debug
-# assertions stay on), a hang or memory over -rss_limit_mb, which libFuzzer catches without
-# ASan; what goes unseen is a leak (LeakSanitizer is part of ASan) and a memory error in a
-# dependency's unsafe code. In exchange 3 to 6 times the executions/s (docs/reliability.md).
+# in NO_SANITIZER below, whose code path runs no unsafe block of ours (ndflow-ca and the
+# GenICam XML parser have none; ndflow-pva's two are socket calls, which the targets do not
+# make; pva_client is not listed: it makes frames in ndflow-core's aligned buffers). There a
+# failure is a panic, an overflow (debug assertions stay on), a hang or memory over
+# -rss_limit_mb, which libFuzzer catches without ASan; what goes unseen is a leak
+# (LeakSanitizer is part of ASan) and a memory error in a dependency's unsafe code. In
+# exchange 3 to 6 times the executions/s (docs/reliability.md).
 # The ledger records each run's sanitizer; a campaign counts the executions of both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,7 +60,7 @@ while getopts "n:T:t:m:o:N:s:BcLh" opt; do
         c) CONTINUE=1 ;;
         L) LIST=1 ;;
         s) SANITIZER=$OPTARG ;;
-        *) sed -n '2,41p' "$0"; exit 2 ;;
+        *) sed -n '2,43p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
