@@ -268,3 +268,86 @@ def test_kill_9_during_saves_never_leaves_a_broken_file(ndflow_bin, tmp_path):
     # The kills landed at different moments, many of them inside a save.
     assert len(versions) >= 3, sorted(versions)
     assert mid_save >= 10, f"only {mid_save} of 100 kills landed inside a save"
+
+
+OVERLAY = """
+[[port]]
+name = "OV1"
+type = "overlay"
+prefix = "Over1:"
+NDArrayPort = "SIM1"
+"""
+
+
+def test_link_fields_survive_a_restart(ndflow_bin, tmp_path):
+    """The link fields ADCore's request files save (an overlay's PositionXLink.DOL, ADBase's
+    ShutterOpenEPICS.OUT/.OCAL and ShutterStatusEPICS_RBV.INP/.ZRVL), set over Channel
+    Access, are in the state file and back after a kill -9: the link follows again."""
+    cfg = config(tmp_path) + OVERLAY
+    ioc = NdflowIoc(ndflow_bin, tmp_path, cfg)
+    path = state_file(tmp_path)
+    try:
+        ioc.wait_for(P + "cam1:ArrayCounter_RBV", lambda v: True)
+        got = ca_client(
+            ioc,
+            """
+            put = lambda n, v: epics.caput(P + n, v, wait=True, timeout=5)
+            out["puts"] = [put("Over1:1:PositionXLink.DOL", P + "ROI1:MinX_RBV CP"),
+                           put("cam1:ShutterOpenEPICS.OUT", P + "ROI1:MinY PP"),
+                           put("cam1:ShutterOpenEPICS.OCAL", "3"),
+                           put("cam1:ShutterStatusEPICS_RBV.ZRVL", 5)]
+            """,
+        )
+        assert got["puts"] == [1, 1, 1, 1], got
+        saved = wait_saved(
+            path,
+            lambda s: "1:PositionXLink.DOL" in s.get("OV1", {})
+            and "ShutterStatusEPICS_RBV.ZRVL" in s.get("SIM1", {}),
+            ioc,
+        )
+        assert saved["OV1"] == {"1:PositionXLink.DOL": P + "ROI1:MinX_RBV CP"}, saved
+        assert saved["SIM1"] == {
+            "ShutterOpenEPICS.OUT": P + "ROI1:MinY PP",
+            "ShutterOpenEPICS.OCAL": "3",
+            "ShutterStatusEPICS_RBV.ZRVL": 5,
+        }, saved
+    finally:
+        kill9(ioc)
+
+    # A key no link record has is reported with the keys the port has; the rest restored.
+    text = path.read_text().replace("[OV1]", '[OV1]\n"1:PositionX.DOL" = "X"')
+    path.write_text(text)
+    ioc = NdflowIoc(ndflow_bin, tmp_path, cfg)
+    try:
+        ioc.wait_for(P + "cam1:ArrayCounter_RBV", lambda v: True)
+        got = ca_client(
+            ioc,
+            """
+            g = lambda n: epics.caget(P + n, timeout=5)
+            out["got"] = [g("Over1:1:PositionXLink.DOL"), g("cam1:ShutterOpenEPICS.OUT"),
+                          g("cam1:ShutterOpenEPICS.OCAL"), g("cam1:ShutterStatusEPICS_RBV.ZRVL")]
+            """,
+        )
+        assert got["got"] == [P + "ROI1:MinX_RBV CP", P + "ROI1:MinY PP", "3", 5], got
+        log = ioc.log_text()
+        assert "state: restored 4 link fields from" in log, log
+        warning = [l for l in log.splitlines() if "1:PositionX.DOL" in l]
+        assert len(warning) == 1 and "no link field '1:PositionX.DOL'" in warning[0], log
+        assert "1:PositionXLink.DOL" in warning[0], warning
+        # The restored link follows its PV again.
+        ioc.ctx.put(P + "ROI1:MinX", 12, wait=True)
+        ioc.wait_for(P + "Over1:1:PositionX_RBV", lambda v: v == 12)
+        # Emptied again, a link field leaves the file (the misfit key is dropped too); what
+        # the link wrote (PositionX, and CenterX with it) stays, as any setting.
+        ioc.ctx.put(P + "Over1:1:PositionXLink.DOL", "", wait=True)
+        saved = wait_saved(path, lambda s: "1:PositionXLink.DOL" not in s.get("OV1", {}), ioc)
+        assert saved["OV1"]["1:PositionX"] == 12 and "1:PositionX.DOL" not in saved["OV1"]
+    finally:
+        ioc.close()
+    diff = subprocess.run(
+        [str(ndflow_bin), "state", "diff", str(tmp_path / "ioc.toml")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert f"  SIM1.ShutterOpenEPICS.OUT: (link field) -> \"{P}ROI1:MinY PP\"\n" in diff, diff

@@ -126,6 +126,9 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     if let (Some(log), Some(dir)) = (put_log, &servers.dir) {
         dir.set_put_log(log);
     }
+    if let (Some(saver), Some(path)) = (&state, opts.state.as_deref()) {
+        crate::state::attach_links(saver, servers.dir.as_ref(), &cfg, path);
+    }
     let web = match opts.web.or(cfg.web) {
         Some(addr) => Some(crate::web::start(
             addr,

@@ -252,6 +252,25 @@ pub struct PvDirectory {
     links: Links,
     /// Itself, for the link watchers.
     me: std::sync::OnceLock<Weak<PvDirectory>>,
+    /// Told of each accepted write of a link field (the state saver).
+    link_watch: RwLock<Option<LinkWatch>>,
+}
+
+/// What [`PvDirectory::on_link_change`] calls.
+pub type LinkWatch = Arc<dyn Fn() + Send + Sync>;
+
+/// Whether a link record of `kind` has link field `f` on its `face` (`.DOL`/`.OMSL` on an
+/// input's setpoint, `.INP`/`.ZRVL`/`.ONVL` on a raw input's readback, `.OUT`/`.OCAL` on
+/// an output's every PV).
+pub fn link_field_of(kind: LinkKind, face: Face, f: RecordField) -> bool {
+    match (kind, f) {
+        (LinkKind::Input, RecordField::Dol | RecordField::Omsl) => face == Face::Setpoint,
+        (LinkKind::RawInput, RecordField::Inp | RecordField::Zrvl | RecordField::Onvl) => {
+            face == Face::Readback
+        }
+        (LinkKind::Output { .. }, RecordField::Out | RecordField::Ocal) => true,
+        _ => false,
+    }
 }
 
 impl PvDirectory {
@@ -337,6 +356,7 @@ impl PvDirectory {
             fields,
             links,
             me: std::sync::OnceLock::new(),
+            link_watch: RwLock::new(None),
             entries,
             by_name,
             slots,
@@ -816,13 +836,18 @@ impl PvDirectory {
         if !f.is_link() {
             return f.serves(e.record);
         }
-        match (self.links.kind(e.slot), f) {
-            (LinkKind::Input, RecordField::Dol | RecordField::Omsl) => e.face == Face::Setpoint,
-            (LinkKind::RawInput, RecordField::Inp | RecordField::Zrvl | RecordField::Onvl) => {
-                e.face == Face::Readback
-            }
-            (LinkKind::Output { .. }, RecordField::Out | RecordField::Ocal) => true,
-            _ => false,
+        link_field_of(self.links.kind(e.slot), e.face, f)
+    }
+
+    /// `watch` is called after each accepted write of a link field, whoever made it.
+    pub fn on_link_change(&self, watch: LinkWatch) {
+        *self.link_watch.write() = Some(watch);
+    }
+
+    fn link_changed(&self) {
+        let watch = self.link_watch.read().clone();
+        if let Some(w) = watch {
+            w();
         }
     }
 
@@ -865,6 +890,7 @@ impl PvDirectory {
                     .read()
                     .clone()
                     .record_text(&name, client, &old, text.trim());
+                self.link_changed();
             }
             return done(r.map_err(|m| format!("{name}: {m}")));
         }
@@ -890,6 +916,7 @@ impl PvDirectory {
                     _ => {}
                 }
                 self.post_now(e.slot);
+                self.link_changed();
                 done(Ok(()))
             }
             Err(m) => done(Err(format!("{name}: {m}"))),
@@ -992,6 +1019,7 @@ impl PvDirectory {
             };
             if r.is_ok() {
                 self.log_field_put(&name, client, old, v);
+                self.link_changed();
             }
             return done(r.map_err(|m| format!("{name}: {m}")));
         }

@@ -9,10 +9,12 @@
 //! config's values come first, then the state file's, then `--set`: [`start`] restores the file
 //! through the same validated path as a config key ([`config::put_setting`]), and a key that
 //! does not fit the config (unknown port or key, refused value) is a one-line warning while the
-//! rest is restored. `ndflow state show|diff|clear` read the file ([`show`], [`diff`],
-//! [`clear`]).
+//! rest is restored. The link records' fields (`PositionXLink.DOL`, `ShutterOpenEPICS.OUT`, …)
+//! are saved as well ([`links`]) and restored once the PV servers are up ([`attach_links`]).
+//! `ndflow state show|diff|clear` read the file ([`show`], [`diff`], [`clear`]).
 
 pub mod file;
+pub mod links;
 pub mod rule;
 pub mod saver;
 
@@ -26,6 +28,7 @@ use ndflow_runtime::Graph;
 
 use crate::config::{put_setting, Config, PortConfig};
 use crate::pva::ImagePvs;
+use crate::pvdir::PvDirectory;
 use crate::registry;
 use file::{Entry, Loaded, Parsed, Problem};
 pub use rule::{is_saved, why_not_saved};
@@ -133,6 +136,21 @@ pub struct Restored {
     pub problems: Vec<Problem>,
     /// Keys left alone because `--set` gives them.
     pub overridden: Vec<Entry>,
+    /// Link fields (`RECORD.FIELD`) of link records the ports have: applied once the PV
+    /// directory exists ([`attach_links`]).
+    pub links: Vec<Entry>,
+}
+
+/// Whether link field key `e` fits a port of `cfg` in `graph` (see [`links::check_key`]).
+fn link_target(cfg: &Config, graph: &Graph, e: &Entry) -> Result<(), String> {
+    if !cfg.ports.iter().any(|p| p.name == e.port) {
+        return Err(format!("no port named '{}' in the config", e.port));
+    }
+    let store = graph
+        .port(&e.port)
+        .map(|h| h.params().clone())
+        .ok_or_else(|| format!("port '{}' was not built", e.port))?;
+    links::check_key(&store, &e.key)
 }
 
 /// Applies the saved keys to `graph` as config keys are applied (wiring first, then the
@@ -147,6 +165,13 @@ pub fn restore(graph: &Graph, cfg: &Config, parsed: &Parsed, sets: &Sets) -> Res
     for e in &parsed.entries {
         if overridden(sets, e) {
             out.overridden.push(e.clone());
+            continue;
+        }
+        if links::is_link_key(&e.key) {
+            match link_target(cfg, graph, e) {
+                Ok(()) => out.links.push(e.clone()),
+                Err(reason) => out.problems.push(problem(e, reason)),
+            }
             continue;
         }
         match target(cfg, graph, e) {
@@ -184,6 +209,7 @@ pub fn start(graph: &Graph, cfg: &Config, path: Option<&Path>, sets: &Sets) -> O
     let path = path?;
     let tracked = track(graph, cfg);
     let shown = path.display();
+    let mut carried = Vec::new();
     let written = match file::read(path) {
         Loaded::Missing => None,
         Loaded::Unreadable(e) => {
@@ -225,6 +251,7 @@ pub fn start(graph: &Graph, cfg: &Config, path: Option<&Path>, sets: &Sets) -> O
             if r.applied > 0 {
                 eprintln!("state: restored {} settings from {shown}", r.applied);
             }
+            carried = r.links;
             Some(text)
         }
     };
@@ -233,6 +260,7 @@ pub fn start(graph: &Graph, cfg: &Config, path: Option<&Path>, sets: &Sets) -> O
         &cfg.file,
         tracked,
         written,
+        carried,
         Timing::DEFAULT,
     ) {
         Ok(s) => Some(s),
@@ -240,6 +268,31 @@ pub fn start(graph: &Graph, cfg: &Config, path: Option<&Path>, sets: &Sets) -> O
             eprintln!("warning: cannot start saving settings to {shown}: {e}");
             None
         }
+    }
+}
+
+/// Once the PV servers are up (`dir`, none when neither protocol is served): applies the
+/// state file's link fields and saves later writes of them. Problems are warnings, as at
+/// [`start`]; without a directory the saved link fields stay in the file, unapplied.
+pub fn attach_links(saver: &Saver, dir: Option<&Arc<PvDirectory>>, cfg: &Config, path: &Path) {
+    let shown = path.display();
+    let Some(dir) = dir else {
+        let n = saver.carried_links();
+        if n > 0 {
+            eprintln!(
+                "state: {shown}: {n} link fields kept, not applied: link records are served \
+                 only with pvAccess or Channel Access on"
+            );
+        }
+        return;
+    };
+    let ports: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
+    let (applied, problems) = saver.attach_links(dir, &ports);
+    for p in &problems {
+        eprintln!("warning: state {}: not restored: {}", p.at(path), p.reason);
+    }
+    if applied > 0 {
+        eprintln!("state: restored {applied} link fields from {shown}");
     }
 }
 
@@ -299,6 +352,16 @@ pub fn diff(text: &str, file_name: &str, path: &Path, sets: &Sets) -> Result<Str
     let mut lines = Vec::new();
     let mut problems = parsed.problems.clone();
     for e in &parsed.entries {
+        if links::is_link_key(&e.key) {
+            match link_target(&cfg, &graph, e) {
+                Ok(()) => lines.push(format!(
+                    "  {}.{}: (link field) -> {}",
+                    e.port, e.key, e.text
+                )),
+                Err(reason) => problems.push(problem(e, reason)),
+            }
+            continue;
+        }
         let checked = target(&cfg, &graph, e).and_then(|t| {
             let saved = t
                 .def

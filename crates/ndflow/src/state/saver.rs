@@ -15,8 +15,10 @@ use ndflow_core::{ParamDef, ParamStore, ParamValue};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use toml_edit::Value;
 
-use super::file;
+use super::file::{self, Entry, Problem};
+use super::links::{self, LinkPart, LiveLinks};
 use super::rule;
+use crate::pvdir::PvDirectory;
 
 /// When saves happen.
 #[derive(Debug, Clone, Copy)]
@@ -113,6 +115,8 @@ struct Shared {
     cv: Condvar,
     /// Files written (or removed), for tests and the log.
     writes: AtomicU64,
+    /// The link fields ([`links`]).
+    links: Mutex<LinkPart>,
 }
 
 impl Shared {
@@ -139,7 +143,8 @@ struct Writer {
 impl Writer {
     /// Writes the state now; `false` when the write failed (warned once until it works).
     fn save(&mut self) -> bool {
-        let ports = snapshot(&self.tracked);
+        let link_ports = self.shared.links.lock().snapshot();
+        let ports = links::merge(snapshot(&self.tracked), link_ports);
         let text = (!ports.is_empty()).then(|| file::render(&self.config, &ports));
         if text == self.written {
             return true;
@@ -186,15 +191,20 @@ pub struct Saver {
 
 impl Saver {
     /// Watches every tracked parameter and saves into `path`. `written` is the file's text
-    /// now (`None`: no file). `config` names the config in the file's header.
+    /// now (`None`: no file). `config` names the config in the file's header. `carried`: the
+    /// file's link fields, kept as they are until [`Self::attach_links`].
     pub fn start(
         path: PathBuf,
         config: &str,
         tracked: Vec<Tracked>,
         written: Option<String>,
+        carried: Vec<Entry>,
         timing: Timing,
     ) -> std::io::Result<Saver> {
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            links: Mutex::new(LinkPart::Carried(carried)),
+            ..Shared::default()
+        });
         for t in &tracked {
             let mut mask = vec![false; t.store.defs().len()];
             for (idx, _, _) in &t.params {
@@ -236,6 +246,36 @@ impl Saver {
             shared,
             thread: Some(thread),
         })
+    }
+
+    /// The PV directory is up: the link fields of `ports` are tracked from their values now,
+    /// the carried ones applied (the count, and those that do not fit or are refused), and
+    /// each later write of a link field is saved as a parameter's change is.
+    pub fn attach_links(&self, dir: &Arc<PvDirectory>, ports: &[String]) -> (usize, Vec<Problem>) {
+        let live = LiveLinks::new(dir.clone(), ports);
+        // Held while restoring: a save now must not write the file without the links.
+        let mut part = self.shared.links.lock();
+        let (applied, problems) = match &*part {
+            LinkPart::Carried(entries) => live.restore(entries),
+            LinkPart::Live(_) => (0, Vec::new()),
+        };
+        *part = LinkPart::Live(live);
+        drop(part);
+        let weak: Weak<Shared> = Arc::downgrade(&self.shared);
+        dir.on_link_change(Arc::new(move || {
+            if let Some(s) = weak.upgrade() {
+                s.touch();
+            }
+        }));
+        (applied, problems)
+    }
+
+    /// The link fields kept from the file, not (yet) applied.
+    pub fn carried_links(&self) -> usize {
+        match &*self.shared.links.lock() {
+            LinkPart::Carried(e) => e.len(),
+            LinkPart::Live(_) => 0,
+        }
     }
 
     /// Files written or removed so far.
@@ -339,6 +379,7 @@ mod tests {
             "ioc.toml",
             vec![Tracked::new("ROI1", "roi", s.clone())],
             None,
+            Vec::new(),
             FAST,
         )
         .unwrap();
@@ -375,6 +416,7 @@ mod tests {
             "c",
             vec![Tracked::new("SIM1", "sim", s.clone())],
             None,
+            Vec::new(),
             FAST,
         )
         .unwrap();
@@ -409,6 +451,7 @@ mod tests {
             "c",
             vec![Tracked::new("SIM1", "sim", s.clone())],
             None,
+            Vec::new(),
             slow,
         )
         .unwrap();
@@ -420,6 +463,48 @@ mod tests {
     }
 
     #[test]
+    fn carried_link_fields_are_written_back_as_read() {
+        let d = Dir::new("carried");
+        let path = d.0.join("s.toml");
+        let s = store();
+        let carried = vec![Entry {
+            port: "SIM1".into(),
+            key: "ShutterOpenEPICS.OUT".into(),
+            value: ParamValue::Str("BL:Shutter PP".into()),
+            text: "\"BL:Shutter PP\"".into(),
+            line: 3,
+        }];
+        let saver = Saver::start(
+            path.clone(),
+            "c",
+            vec![Tracked::new("SIM1", "sim", s.clone())],
+            None,
+            carried,
+            FAST,
+        )
+        .unwrap();
+        assert_eq!(saver.carried_links(), 1);
+        s.put("MinX", ParamValue::Int(5)).unwrap();
+        drop(saver);
+        let parsed = file::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let keys: Vec<(String, ParamValue)> = parsed
+            .entries
+            .into_iter()
+            .map(|e| (format!("{}.{}", e.port, e.key), e.value))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("SIM1.MinX".to_string(), ParamValue::Int(5)),
+                (
+                    "SIM1.ShutterOpenEPICS.OUT".to_string(),
+                    ParamValue::Str("BL:Shutter PP".into())
+                )
+            ]
+        );
+    }
+
+    #[test]
     fn a_directory_that_cannot_be_written_does_not_stop_anything() {
         let s = store();
         let saver = Saver::start(
@@ -427,6 +512,7 @@ mod tests {
             "c",
             vec![Tracked::new("SIM1", "sim", s.clone())],
             None,
+            Vec::new(),
             FAST,
         )
         .unwrap();

@@ -1,0 +1,339 @@
+//! The link fields in the state file: what ADCore's request files save of the link records
+//! (`PositionXLink.DOL` of each overlay, ADBase's `ShutterOpenEPICS.OUT`/`.OCAL`,
+//! `ShutterStatusEPICS_RBV.INP`/`.ZRVL`/`.ONVL`), with `.OMSL` besides. Keyed
+//! `"RECORD.FIELD"` in the port's table. The links live in the PV directory, which exists
+//! once the servers start: the saved ones are applied then ([`LinkPart::attach`]), through the
+//! same checks as a client's write, and until then (or for good, with no server) the file's
+//! entries are carried over unchanged.
+
+use std::sync::Arc;
+
+use ndflow_core::{LinkKind, ParamStore};
+use ndflow_core::{ParamDef, ParamValue};
+use parking_lot::Mutex;
+use toml_edit::Value;
+
+use super::file::{Entry, Problem};
+use crate::links::OMSL_MENU;
+use crate::pvdir::{faces, link_field_of, PvDirectory};
+use crate::record_fields::RecordField;
+
+/// The fields saved, in the order a port's table lists them.
+const FIELDS: [RecordField; 7] = [
+    RecordField::Dol,
+    RecordField::Omsl,
+    RecordField::Inp,
+    RecordField::Zrvl,
+    RecordField::Onvl,
+    RecordField::Out,
+    RecordField::Ocal,
+];
+
+/// Whether a state file key names a link field (`RECORD.FIELD`; parameter names have no dot).
+pub fn is_link_key(key: &str) -> bool {
+    key.contains('.')
+}
+
+/// Checks `key` (`RECORD.FIELD`) against the parameters of a port: the record must be a link
+/// record and the field one of its link fields. The error lists what the port has.
+pub fn check_key(store: &ParamStore, key: &str) -> Result<(), String> {
+    let keys = keys_of(store.defs());
+    if keys.iter().any(|k| k == key) {
+        return Ok(());
+    }
+    Err(if keys.is_empty() {
+        format!("no link field '{key}': this port has no link records")
+    } else {
+        format!("no link field '{key}' (link fields: {})", listed(&keys))
+    })
+}
+
+/// The first few keys of a list (an overlay port has 128), and how many there are.
+fn listed<S: AsRef<str>>(keys: &[S]) -> String {
+    const SHOWN: usize = 6;
+    let first: Vec<&str> = keys.iter().take(SHOWN).map(|k| k.as_ref()).collect();
+    match keys.len() {
+        n if n > SHOWN => format!("{}, … {n} in all", first.join(", ")),
+        _ => first.join(", "),
+    }
+}
+
+/// Every link field key of a port's parameters.
+fn keys_of(defs: &[&'static ParamDef]) -> Vec<String> {
+    let mut out = Vec::new();
+    for d in defs.iter().filter(|d| d.link != LinkKind::None) {
+        for f in FIELDS {
+            // An output's fields are on each of its PVs: the first (the setpoint) names them.
+            if let Some((record, _)) = faces(d)
+                .into_iter()
+                .find(|(_, face)| link_field_of(d.link, *face, f))
+            {
+                out.push(format!("{record}.{}", f.name()));
+            }
+        }
+    }
+    out
+}
+
+/// One saved link field of the directory.
+struct Field {
+    port: String,
+    key: String,
+    entry: usize,
+    field: RecordField,
+    /// Its value at start, before the saved one is applied.
+    baseline: Value,
+}
+
+/// A link field's value as the file holds it: the link's text, OMSL by name, ZRVL/ONVL as
+/// integers, OCAL as text.
+fn value_now(dir: &PvDirectory, entry: usize, f: RecordField) -> Value {
+    match f {
+        RecordField::Omsl => {
+            let i = dir.field(entry, f);
+            let name = usize::try_from(i).ok().and_then(|i| OMSL_MENU.get(i));
+            name.map_or_else(|| Value::from(i), |n| Value::from(*n))
+        }
+        RecordField::Zrvl | RecordField::Onvl => Value::from(dir.field(entry, f)),
+        // OCAL is a calcout's expression: text, as its record serves it.
+        _ => Value::from(dir.field_text(entry, f)),
+    }
+}
+
+fn same(a: &Value, b: &Value) -> bool {
+    a.to_string().trim() == b.to_string().trim()
+}
+
+/// Applies a saved value to a link field, as a client's write would (without a client:
+/// access rules are for clients).
+fn apply(dir: &PvDirectory, entry: usize, f: RecordField, v: &ParamValue) -> Result<(), String> {
+    let result = Arc::new(Mutex::new(None));
+    let r2 = result.clone();
+    let done: crate::pvdir::PutDone = Box::new(move |r| *r2.lock() = Some(r));
+    match (f, v) {
+        (RecordField::Omsl, ParamValue::Str(s)) => {
+            let Some(i) = OMSL_MENU.iter().position(|m| *m == s.as_str()) else {
+                return Err(format!(
+                    "'{s}' is not an OMSL choice ({})",
+                    OMSL_MENU.join(", ")
+                ));
+            };
+            dir.put_field(entry, f, i as i64, None, false, done);
+        }
+        (RecordField::Omsl | RecordField::Zrvl | RecordField::Onvl, ParamValue::Int(i)) => {
+            dir.put_field(entry, f, *i, None, false, done)
+        }
+        (RecordField::Omsl | RecordField::Zrvl | RecordField::Onvl, _) => {
+            return Err("expected an integer".into())
+        }
+        (RecordField::Ocal, ParamValue::Int(i)) => {
+            dir.put_field_text(entry, f, &i.to_string(), None, done)
+        }
+        (RecordField::Ocal, ParamValue::Float(x)) => {
+            dir.put_field_text(entry, f, &x.to_string(), None, done)
+        }
+        (_, ParamValue::Str(s)) => dir.put_field_text(entry, f, s, None, done),
+        _ => return Err("expected a string (a PV name or a number)".into()),
+    }
+    let r = result.lock().take();
+    r.unwrap_or_else(|| Err("the write did not complete".into()))
+}
+
+/// The link fields of a running directory, with their values at start.
+pub struct LiveLinks {
+    dir: Arc<PvDirectory>,
+    fields: Vec<Field>,
+}
+
+impl LiveLinks {
+    /// Every link field of `dir`'s ports named in `ports` (in that order), its value now as
+    /// the baseline.
+    pub fn new(dir: Arc<PvDirectory>, ports: &[String]) -> LiveLinks {
+        let mut fields = Vec::new();
+        for port in ports {
+            for slot in dir.slots().iter().filter(|s| &s.port == port) {
+                let kind = slot.def.link;
+                if kind == LinkKind::None {
+                    continue;
+                }
+                let names = faces(slot.def);
+                for f in FIELDS {
+                    let Some(&entry) = slot.entries.iter().find(|&&e| dir.has_field(e, f)) else {
+                        continue;
+                    };
+                    let Some(face) = dir.entry(entry).map(|e| e.face) else {
+                        continue;
+                    };
+                    let Some((record, _)) = names.iter().find(|(_, fc)| *fc == face) else {
+                        continue;
+                    };
+                    fields.push(Field {
+                        port: port.clone(),
+                        key: format!("{record}.{}", f.name()),
+                        entry,
+                        field: f,
+                        baseline: value_now(&dir, entry, f),
+                    });
+                }
+            }
+        }
+        LiveLinks { dir, fields }
+    }
+
+    /// Per port, the link fields that differ from their value at start.
+    pub fn snapshot(&self) -> Vec<(String, Vec<(String, Value)>)> {
+        let mut out: Vec<(String, Vec<(String, Value)>)> = Vec::new();
+        for f in &self.fields {
+            let now = value_now(&self.dir, f.entry, f.field);
+            if same(&now, &f.baseline) {
+                continue;
+            }
+            match out.last_mut() {
+                Some((p, keys)) if *p == f.port => keys.push((f.key.clone(), now)),
+                _ => out.push((f.port.clone(), vec![(f.key.clone(), now)])),
+            }
+        }
+        out
+    }
+
+    /// Applies the saved link fields; the ones that fit nothing or are refused come back
+    /// with why. Returns the count applied.
+    pub fn restore(&self, entries: &[Entry]) -> (usize, Vec<Problem>) {
+        let mut applied = 0;
+        let mut problems = Vec::new();
+        for e in entries {
+            let found = self
+                .fields
+                .iter()
+                .find(|f| f.port == e.port && f.key == e.key);
+            let r = match found {
+                Some(f) => apply(&self.dir, f.entry, f.field, &e.value),
+                None => Err(self.unknown(e)),
+            };
+            match r {
+                Ok(()) => applied += 1,
+                Err(reason) => problems.push(Problem {
+                    line: Some(e.line).filter(|&l| l != 0),
+                    port: e.port.clone(),
+                    key: e.key.clone(),
+                    value: e.text.clone(),
+                    reason,
+                }),
+            }
+        }
+        (applied, problems)
+    }
+
+    fn unknown(&self, e: &Entry) -> String {
+        let keys: Vec<&str> = self
+            .fields
+            .iter()
+            .filter(|f| f.port == e.port)
+            .map(|f| f.key.as_str())
+            .collect();
+        if keys.is_empty() {
+            format!(
+                "no link field '{}' on port '{}': it has no link records",
+                e.key, e.port
+            )
+        } else {
+            format!("no link field '{}' (link fields: {})", e.key, listed(&keys))
+        }
+    }
+}
+
+/// The link fields' part of the state.
+pub enum LinkPart {
+    /// No directory yet (or none this run): the file's link entries, written back as read.
+    Carried(Vec<Entry>),
+    /// The directory's link fields.
+    Live(LiveLinks),
+}
+
+impl Default for LinkPart {
+    fn default() -> Self {
+        LinkPart::Carried(Vec::new())
+    }
+}
+
+impl LinkPart {
+    /// Per port, what the file holds of the link fields now.
+    pub fn snapshot(&self) -> Vec<(String, Vec<(String, Value)>)> {
+        match self {
+            LinkPart::Live(l) => l.snapshot(),
+            LinkPart::Carried(entries) => {
+                let mut out: Vec<(String, Vec<(String, Value)>)> = Vec::new();
+                for e in entries {
+                    let v = match &e.value {
+                        ParamValue::Int(i) => Value::from(*i),
+                        ParamValue::Float(x) => Value::from(*x),
+                        ParamValue::Str(s) => Value::from(s.as_str()),
+                        ParamValue::Array(_) => continue,
+                    };
+                    match out.iter_mut().find(|(p, _)| *p == e.port) {
+                        Some((_, keys)) => keys.push((e.key.clone(), v)),
+                        None => out.push((e.port.clone(), vec![(e.key.clone(), v)])),
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+/// Adds the link fields' keys to the parameters' snapshot, port by port (a port only in
+/// `links` comes after the others).
+pub fn merge(
+    mut params: Vec<(String, Vec<(String, Value)>)>,
+    links: Vec<(String, Vec<(String, Value)>)>,
+) -> Vec<(String, Vec<(String, Value)>)> {
+    for (port, keys) in links {
+        match params.iter_mut().find(|(p, _)| *p == port) {
+            Some((_, k)) => k.extend(keys),
+            None => params.push((port, keys)),
+        }
+    }
+    params
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_keys_have_a_dot_and_parameters_do_not() {
+        assert!(is_link_key("1:PositionXLink.DOL"));
+        assert!(!is_link_key("MinX"));
+    }
+
+    #[test]
+    fn a_long_list_of_keys_is_cut_and_counted() {
+        let keys: Vec<String> = (0..9).map(|i| format!("{i}:L.DOL")).collect();
+        assert_eq!(
+            listed(&keys),
+            "0:L.DOL, 1:L.DOL, 2:L.DOL, 3:L.DOL, 4:L.DOL, 5:L.DOL, … 9 in all"
+        );
+        assert_eq!(listed(&keys[..2]), "0:L.DOL, 1:L.DOL");
+    }
+
+    #[test]
+    fn merge_keeps_port_order_and_appends_new_ports() {
+        let p = vec![("A".to_string(), vec![("X".to_string(), Value::from(1))])];
+        let l = vec![
+            (
+                "B".to_string(),
+                vec![("R.DOL".to_string(), Value::from("pv"))],
+            ),
+            (
+                "A".to_string(),
+                vec![("L.OUT".to_string(), Value::from("q"))],
+            ),
+        ];
+        let m = merge(p, l);
+        let keys: Vec<String> = m
+            .iter()
+            .flat_map(|(p, k)| k.iter().map(move |(k, _)| format!("{p}.{k}")))
+            .collect();
+        assert_eq!(keys, ["A.X", "A.L.OUT", "B.R.DOL"]);
+    }
+}
