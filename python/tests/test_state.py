@@ -351,3 +351,47 @@ def test_link_fields_survive_a_restart(ndflow_bin, tmp_path):
         check=True,
     ).stdout
     assert f"  SIM1.ShutterOpenEPICS.OUT: (link field) -> \"{P}ROI1:MinY PP\"\n" in diff, diff
+
+
+def test_link_fields_in_the_config_then_the_state_file(ndflow_bin, tmp_path):
+    """A config sets link fields as `"RECORD.FIELD" = …` keys: applied at start, they are the
+    baseline (not saved until changed); a client's change is saved and wins at the next start,
+    as any setting over the config."""
+    cfg = (
+        config(tmp_path).replace(
+            'AcquirePeriod = 0.01\n',
+            f'AcquirePeriod = 0.01\n"ShutterOpenEPICS.OUT" = "{P}ROI1:MinY PP"\n',
+        )
+        + OVERLAY
+        + f'"1:PositionXLink.DOL" = "{P}ROI1:MinX_RBV CP"\n'
+    )
+    path = state_file(tmp_path)
+    ioc = NdflowIoc(ndflow_bin, tmp_path, cfg)
+    try:
+        ioc.wait_for(P + "cam1:ArrayCounter_RBV", lambda v: True)
+        assert ioc.ctx.get(P + "cam1:ShutterOpenEPICS.OUT") == P + "ROI1:MinY PP"
+        assert ioc.ctx.get(P + "Over1:1:PositionXLink.DOL") == P + "ROI1:MinX_RBV CP"
+        ioc.ctx.put(P + "ROI1:MinX", 9, wait=True)
+        ioc.wait_for(P + "Over1:1:PositionX_RBV", lambda v: v == 9)
+        saved = wait_saved(path, lambda s: s.get("ROI1", {}).get("MinX") == 9, ioc)
+        assert "ShutterOpenEPICS.OUT" not in saved.get("SIM1", {}), saved
+        assert "1:PositionXLink.DOL" not in saved.get("OV1", {}), saved
+        ioc.ctx.put(P + "cam1:ShutterOpenEPICS.OUT", P + "ROI1:SizeY PP", wait=True)
+        wait_saved(path, lambda s: "ShutterOpenEPICS.OUT" in s.get("SIM1", {}), ioc)
+    finally:
+        ioc.close()
+    ioc = NdflowIoc(ndflow_bin, tmp_path, cfg)
+    try:
+        ioc.wait_for(P + "cam1:ArrayCounter_RBV", lambda v: True)
+        assert ioc.ctx.get(P + "cam1:ShutterOpenEPICS.OUT") == P + "ROI1:SizeY PP"
+        assert "state: restored 1 link fields from" in ioc.log_text()
+    finally:
+        ioc.close()
+    # A link field the port does not have is the config's error, naming the line.
+    bad = cfg.replace('"1:PositionXLink.DOL"', '"1:PositionX.DOL"')
+    (tmp_path / "bad.toml").write_text(bad)
+    r = subprocess.run(
+        [str(ndflow_bin), "check", str(tmp_path / "bad.toml")], capture_output=True, text=True
+    )
+    assert r.returncode != 0
+    assert "port 'OV1': key '1:PositionX.DOL': no link field '1:PositionX.DOL'" in r.stderr, r

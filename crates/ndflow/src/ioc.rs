@@ -126,6 +126,18 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     if let (Some(log), Some(dir)) = (put_log, &servers.dir) {
         dir.set_put_log(log);
     }
+    // The link fields: the config's, then the state file's (the directory exists now).
+    match &servers.dir {
+        Some(dir) => {
+            crate::state::links::apply_config(dir, &cfg).map_err(|e| e.to_string())?;
+        }
+        None if crate::state::links::in_config(&cfg) => eprintln!(
+            "warning: {}: the link fields it sets are not applied: link records are served \
+             only with pvAccess or Channel Access on",
+            cfg.file
+        ),
+        None => {}
+    }
     if let (Some(saver), Some(path)) = (&state, opts.state.as_deref()) {
         crate::state::attach_links(saver, servers.dir.as_ref(), &cfg, path);
     }

@@ -139,6 +139,16 @@ pub fn apply_settings<'p>(
         if t.is_some_and(|t| t.is_constructor_key(&s.key)) {
             continue;
         }
+        // A link field (`RECORD.FIELD`) is checked here and applied once the PV directory
+        // exists (crate::state::links::apply_config).
+        if crate::state::links::is_link_key(&s.key) {
+            let store = graph.port(&p.name).map(|h| h.params().clone());
+            let checked = store.map_or(Ok(()), |st| {
+                crate::state::links::check_setting(&st, &s.key, &s.value)
+            });
+            checked.map_err(|m| (s, m))?;
+            continue;
+        }
         put_setting(graph, &p.name, &s.key, s.value.clone()).map_err(|m| (s, m))?;
     }
     Ok(())

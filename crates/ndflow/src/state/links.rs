@@ -1,10 +1,11 @@
-//! The link fields in the state file: what ADCore's request files save of the link records
-//! (`PositionXLink.DOL` of each overlay, ADBase's `ShutterOpenEPICS.OUT`/`.OCAL`,
+//! The link fields in the config and the state file: what ADCore's request files save of the
+//! link records (`PositionXLink.DOL` of each overlay, ADBase's `ShutterOpenEPICS.OUT`/`.OCAL`,
 //! `ShutterStatusEPICS_RBV.INP`/`.ZRVL`/`.ONVL`), with `.OMSL` besides. Keyed
 //! `"RECORD.FIELD"` in the port's table. The links live in the PV directory, which exists
-//! once the servers start: the saved ones are applied then ([`LinkPart::attach`]), through the
-//! same checks as a client's write, and until then (or for good, with no server) the file's
-//! entries are carried over unchanged.
+//! once the servers start: the config's are applied then ([`apply_config`]), the saved ones
+//! after them ([`super::saver::Saver::attach_links`]), through the same checks as a client's
+//! write; until then (or for good, with no server) the state file's entries are carried over
+//! unchanged.
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use parking_lot::Mutex;
 use toml_edit::Value;
 
 use super::file::{Entry, Problem};
+use crate::config::{Config, ConfigError};
 use crate::links::OMSL_MENU;
 use crate::pvdir::{faces, link_field_of, PvDirectory};
 use crate::record_fields::RecordField;
@@ -51,11 +53,109 @@ pub fn check_key(store: &ParamStore, key: &str) -> Result<(), String> {
 /// The first few keys of a list (an overlay port has 128), and how many there are.
 fn listed<S: AsRef<str>>(keys: &[S]) -> String {
     const SHOWN: usize = 6;
-    let first: Vec<&str> = keys.iter().take(SHOWN).map(|k| k.as_ref()).collect();
-    match keys.len() {
-        n if n > SHOWN => format!("{}, … {n} in all", first.join(", ")),
-        _ => first.join(", "),
+    let n = keys.len();
+    // Cut only where it saves more than it costs.
+    let shown = if n > SHOWN + 2 { SHOWN } else { n };
+    let first: Vec<&str> = keys.iter().take(shown).map(|k| k.as_ref()).collect();
+    if shown < n {
+        format!("{}, … {n} in all", first.join(", "))
+    } else {
+        first.join(", ")
     }
+}
+
+/// Checks a config's (or `--set`'s) link field setting: the key as [`check_key`] does, and
+/// the value's kind (ZRVL/ONVL integers, OMSL a menu choice, the others text).
+pub fn check_setting(store: &ParamStore, key: &str, value: &ParamValue) -> Result<(), String> {
+    check_key(store, key)?;
+    let field = key
+        .rsplit_once('.')
+        .and_then(|(_, f)| RecordField::parse(f))
+        .ok_or_else(|| format!("no link field '{key}'"))?;
+    coerce(field, value)
+        .map(|_| ())
+        .map_err(|m| format!("{key} {m}"))
+}
+
+/// A link field's value in the form its write takes: ZRVL/ONVL and OMSL an integer (from a
+/// number or its text, OMSL from its choice too), OCAL and the links text. The error says
+/// what the field takes.
+fn coerce(field: RecordField, value: &ParamValue) -> Result<ParamValue, String> {
+    let int = match value {
+        ParamValue::Int(i) => Some(*i),
+        ParamValue::Str(s) => s.trim().parse::<i64>().ok(),
+        _ => None,
+    };
+    match field {
+        RecordField::Zrvl | RecordField::Onvl => int
+            .map(ParamValue::Int)
+            .ok_or_else(|| "takes an integer".to_string()),
+        RecordField::Omsl => {
+            let by_name = match value {
+                ParamValue::Str(s) => OMSL_MENU.iter().position(|m| *m == s.trim()),
+                _ => None,
+            };
+            by_name
+                .map(|i| i as i64)
+                .or(int.filter(|i| (0..OMSL_MENU.len() as i64).contains(i)))
+                .map(ParamValue::Int)
+                .ok_or_else(|| format!("takes one of {}", OMSL_MENU.join(", ")))
+        }
+        RecordField::Ocal => match value {
+            ParamValue::Str(s) => Ok(ParamValue::Str(s.clone())),
+            ParamValue::Int(i) => Ok(ParamValue::Str(i.to_string())),
+            ParamValue::Float(x) => Ok(ParamValue::Str(x.to_string())),
+            ParamValue::Array(_) => Err("takes a number".into()),
+        },
+        _ => match value {
+            ParamValue::Str(s) => Ok(ParamValue::Str(s.clone())),
+            _ => Err("takes text: a PV name (with CP, PP, MS…) or a number".into()),
+        },
+    }
+}
+
+/// Applies the config's link field settings (checked at build by [`check_setting`]) to the
+/// PV directory, before the state file's are ([`LiveLinks`] takes these as the baseline).
+/// Returns how many; an error is the config's, naming its line.
+pub fn apply_config(dir: &Arc<PvDirectory>, cfg: &Config) -> Result<usize, ConfigError> {
+    let entries: Vec<Entry> = cfg
+        .ports
+        .iter()
+        .flat_map(|p| {
+            p.settings
+                .iter()
+                .filter(|s| is_link_key(&s.key))
+                .map(|s| Entry {
+                    port: p.name.clone(),
+                    key: s.key.clone(),
+                    value: s.value.clone(),
+                    text: String::new(),
+                    line: s.line,
+                })
+        })
+        .collect();
+    if entries.is_empty() {
+        return Ok(0);
+    }
+    let ports: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
+    let (applied, problems) = LiveLinks::new(dir.clone(), &ports).restore(&entries);
+    match problems.into_iter().next() {
+        Some(p) => Err(ConfigError {
+            file: cfg.file.clone(),
+            line: p.line,
+            port: Some(p.port),
+            key: Some(p.key),
+            message: p.reason,
+        }),
+        None => Ok(applied),
+    }
+}
+
+/// Whether the config sets any link field.
+pub fn in_config(cfg: &Config) -> bool {
+    cfg.ports
+        .iter()
+        .any(|p| p.settings.iter().any(|s| is_link_key(&s.key)))
 }
 
 /// Every link field key of a port's parameters.
@@ -110,30 +210,10 @@ fn apply(dir: &PvDirectory, entry: usize, f: RecordField, v: &ParamValue) -> Res
     let result = Arc::new(Mutex::new(None));
     let r2 = result.clone();
     let done: crate::pvdir::PutDone = Box::new(move |r| *r2.lock() = Some(r));
-    match (f, v) {
-        (RecordField::Omsl, ParamValue::Str(s)) => {
-            let Some(i) = OMSL_MENU.iter().position(|m| *m == s.as_str()) else {
-                return Err(format!(
-                    "'{s}' is not an OMSL choice ({})",
-                    OMSL_MENU.join(", ")
-                ));
-            };
-            dir.put_field(entry, f, i as i64, None, false, done);
-        }
-        (RecordField::Omsl | RecordField::Zrvl | RecordField::Onvl, ParamValue::Int(i)) => {
-            dir.put_field(entry, f, *i, None, false, done)
-        }
-        (RecordField::Omsl | RecordField::Zrvl | RecordField::Onvl, _) => {
-            return Err("expected an integer".into())
-        }
-        (RecordField::Ocal, ParamValue::Int(i)) => {
-            dir.put_field_text(entry, f, &i.to_string(), None, done)
-        }
-        (RecordField::Ocal, ParamValue::Float(x)) => {
-            dir.put_field_text(entry, f, &x.to_string(), None, done)
-        }
-        (_, ParamValue::Str(s)) => dir.put_field_text(entry, f, s, None, done),
-        _ => return Err("expected a string (a PV name or a number)".into()),
+    match coerce(f, v)? {
+        ParamValue::Int(i) => dir.put_field(entry, f, i, None, false, done),
+        ParamValue::Str(s) => dir.put_field_text(entry, f, &s, None, done),
+        _ => return Err("not a link field's value".into()),
     }
     let r = result.lock().take();
     r.unwrap_or_else(|| Err("the write did not complete".into()))
@@ -304,6 +384,22 @@ mod tests {
     fn link_keys_have_a_dot_and_parameters_do_not() {
         assert!(is_link_key("1:PositionXLink.DOL"));
         assert!(!is_link_key("MinX"));
+    }
+
+    #[test]
+    fn values_take_the_form_their_field_writes() {
+        use ParamValue::{Float, Int, Str};
+        let s = |x: &str| Str(x.into());
+        assert_eq!(coerce(RecordField::Zrvl, &s(" 5 ")), Ok(Int(5)));
+        assert_eq!(coerce(RecordField::Onvl, &Int(2)), Ok(Int(2)));
+        assert!(coerce(RecordField::Zrvl, &s("open")).is_err());
+        assert_eq!(coerce(RecordField::Omsl, &s("supervisory")), Ok(Int(0)));
+        assert_eq!(coerce(RecordField::Omsl, &s("1")), Ok(Int(1)));
+        let e = coerce(RecordField::Omsl, &Int(2)).unwrap_err();
+        assert_eq!(e, "takes one of supervisory, closed_loop");
+        assert_eq!(coerce(RecordField::Ocal, &Float(2.5)), Ok(s("2.5")));
+        assert_eq!(coerce(RecordField::Out, &s("A:B PP")), Ok(s("A:B PP")));
+        assert!(coerce(RecordField::Dol, &Int(3)).is_err());
     }
 
     #[test]
