@@ -98,6 +98,16 @@ def started(ndflow_bin, tmp, args=()):
     return ioc
 
 
+def state_diff(ndflow_bin, config_path):
+    """`ndflow state diff CONFIG`'s output (it must succeed)."""
+    return subprocess.run(
+        [str(ndflow_bin), "state", "diff", str(config_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
 def text_of(v):
     """A long string (char waveform) as p4p returns it: text, or an array of char codes."""
     if isinstance(v, str):
@@ -185,12 +195,7 @@ def test_a_state_file_that_does_not_fit_is_reported_key_by_key(ndflow_bin, tmp_p
     finally:
         ioc.close()
     # `ndflow state diff` says the same without starting anything.
-    diff = subprocess.run(
-        [str(ndflow_bin), "state", "diff", str(tmp_path / "ioc.toml")],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    diff = state_diff(ndflow_bin, tmp_path / "ioc.toml")
     assert "  SIM1.AcquireTime: 0.001 -> 0.003\n" in diff
     assert "2 keys do not fit the config" in diff
 
@@ -344,12 +349,7 @@ def test_link_fields_survive_a_restart(ndflow_bin, tmp_path):
         assert saved["OV1"]["1:PositionX"] == 12 and "1:PositionX.DOL" not in saved["OV1"]
     finally:
         ioc.close()
-    diff = subprocess.run(
-        [str(ndflow_bin), "state", "diff", str(tmp_path / "ioc.toml")],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    diff = state_diff(ndflow_bin, tmp_path / "ioc.toml")
     assert f"  SIM1.ShutterOpenEPICS.OUT: (link field) -> \"{P}ROI1:MinY PP\"\n" in diff, diff
 
 
