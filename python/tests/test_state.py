@@ -350,7 +350,13 @@ def test_link_fields_survive_a_restart(ndflow_bin, tmp_path):
     finally:
         ioc.close()
     diff = state_diff(ndflow_bin, tmp_path / "ioc.toml")
-    assert f"  SIM1.ShutterOpenEPICS.OUT: (link field) -> \"{P}ROI1:MinY PP\"\n" in diff, diff
+    assert f'  SIM1.ShutterOpenEPICS.OUT (link field): "" -> "{P}ROI1:MinY PP"\n' in diff, diff
+    assert '  SIM1.ShutterOpenEPICS.OCAL (link field): "1" -> "3"\n' in diff, diff
+
+
+def cam(cfg, line):
+    """`cfg` with `line` added to the camera's table."""
+    return cfg.replace("AcquirePeriod = 0.01\n", f"AcquirePeriod = 0.01\n{line}\n")
 
 
 def test_link_fields_in_the_config_then_the_state_file(ndflow_bin, tmp_path):
@@ -358,10 +364,7 @@ def test_link_fields_in_the_config_then_the_state_file(ndflow_bin, tmp_path):
     baseline (not saved until changed); a client's change is saved and wins at the next start,
     as any setting over the config."""
     cfg = (
-        config(tmp_path).replace(
-            'AcquirePeriod = 0.01\n',
-            f'AcquirePeriod = 0.01\n"ShutterOpenEPICS.OUT" = "{P}ROI1:MinY PP"\n',
-        )
+        cam(config(tmp_path), f'"ShutterOpenEPICS.OUT" = "{P}ROI1:MinY PP"')
         + OVERLAY
         + f'"1:PositionXLink.DOL" = "{P}ROI1:MinX_RBV CP"\n'
     )
@@ -387,11 +390,34 @@ def test_link_fields_in_the_config_then_the_state_file(ndflow_bin, tmp_path):
         assert "state: restored 1 link fields from" in ioc.log_text()
     finally:
         ioc.close()
-    # A link field the port does not have is the config's error, naming the line.
-    bad = cfg.replace('"1:PositionXLink.DOL"', '"1:PositionX.DOL"')
-    (tmp_path / "bad.toml").write_text(bad)
+    # A link field the port does not have, or a value its write would refuse, is the
+    # config's error, naming the key.
+    for bad, says in [
+        (
+            cfg.replace('"1:PositionXLink.DOL"', '"1:PositionX.DOL"'),
+            "port 'OV1': key '1:PositionX.DOL': no link field '1:PositionX.DOL'",
+        ),
+        (
+            cfg + '"1:PositionYLink.DOL" = "pva://X:Y"\n',
+            "key '1:PositionYLink.DOL': 1:PositionYLink.DOL 'pva://X:Y': pvAccess links",
+        ),
+        (
+            cam(cfg, '"ShutterOpenEPICS.OCAL" = "open"'),
+            "ShutterOpenEPICS.OCAL takes a number",
+        ),
+        (
+            cam(cfg, '"ShutterCloseEPICS.OUT" = 5'),
+            "ShutterCloseEPICS.OUT takes a PV name",
+        ),
+    ]:
+        (tmp_path / "bad.toml").write_text(bad)
+        r = subprocess.run(
+            [str(ndflow_bin), "check", str(tmp_path / "bad.toml")], capture_output=True, text=True
+        )
+        assert r.returncode != 0 and says in r.stderr, (says, r.stderr)
+    # A number is an input link's constant.
+    (tmp_path / "const.toml").write_text(cfg + '"1:SizeXLink.DOL" = 5\n')
     r = subprocess.run(
-        [str(ndflow_bin), "check", str(tmp_path / "bad.toml")], capture_output=True, text=True
+        [str(ndflow_bin), "check", str(tmp_path / "const.toml")], capture_output=True, text=True
     )
-    assert r.returncode != 0
-    assert "port 'OV1': key '1:PositionX.DOL': no link field '1:PositionX.DOL'" in r.stderr, r
+    assert r.returncode == 0, r.stderr

@@ -92,18 +92,6 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     serve::set_local_pvs(&pv_reader, &graph, &cfg.prefix, &port_prefixes);
     // The saved settings over the config's (keys --set gives stay as given), before Acquire.
     let state = crate::state::start(&graph, &cfg, opts.state.as_deref(), &opts.sets);
-    for p in &cfg.ports {
-        registry::apply_settings(&graph, p, ACQUIRE_PHASE).map_err(|(s, message)| {
-            ConfigError {
-                file: cfg.file.clone(),
-                line: Some(s.line).filter(|&l| l != 0),
-                port: Some(p.name.clone()),
-                key: Some(s.key.clone()),
-                message,
-            }
-            .to_string()
-        })?;
-    }
     let put_log = opts
         .put_log
         .as_deref()
@@ -140,6 +128,19 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
     }
     if let (Some(saver), Some(path)) = (&state, opts.state.as_deref()) {
         crate::state::attach_links(saver, servers.dir.as_ref(), &cfg, path);
+    }
+    // Acquire last, once everything it may use is set (an EPICS-PV shutter's links too).
+    for p in &cfg.ports {
+        registry::apply_settings(&graph, p, ACQUIRE_PHASE).map_err(|(s, message)| {
+            ConfigError {
+                file: cfg.file.clone(),
+                line: Some(s.line).filter(|&l| l != 0),
+                port: Some(p.name.clone()),
+                key: Some(s.key.clone()),
+                message,
+            }
+            .to_string()
+        })?;
     }
     let web = match opts.web.or(cfg.web) {
         Some(addr) => Some(crate::web::start(

@@ -886,10 +886,7 @@ impl PvDirectory {
         if f == RecordField::Ocal {
             let r = self.links.set_ocal(e.slot, text);
             if r.is_ok() {
-                self.put_log
-                    .read()
-                    .clone()
-                    .record_text(&name, client, &old, text.trim());
+                self.log_text_put(&name, client, &old, text.trim());
                 self.link_changed();
             }
             return done(r.map_err(|m| format!("{name}: {m}")));
@@ -901,10 +898,7 @@ impl PvDirectory {
             .set_link(e.slot, text, resolve, slot_of, self.host())
         {
             Ok(target) => {
-                self.put_log
-                    .read()
-                    .clone()
-                    .record_text(&name, client, &old, text.trim());
+                self.log_text_put(&name, client, &old, text.trim());
                 let input = !matches!(self.links.kind(e.slot), LinkKind::Output { .. });
                 match target {
                     Target::Constant(x) => self.apply_link(e.slot, x),
@@ -1044,8 +1038,18 @@ impl PvDirectory {
     }
 
     fn log_field_put(&self, name: &str, client: Option<&ClientInfo>, old: i64, new: i64) {
-        let log = self.put_log.read().clone();
-        log.record_text(name, client, &old.to_string(), &new.to_string());
+        self.log_text_put(name, client, &old.to_string(), &new.to_string());
+    }
+
+    /// Records a client's write of a field in the put log. Without a client the IOC writes
+    /// itself (the config's and the state file's link fields), as it sets parameters, unlogged.
+    fn log_text_put(&self, name: &str, client: Option<&ClientInfo>, old: &str, new: &str) {
+        if client.is_some() {
+            self.put_log
+                .read()
+                .clone()
+                .record_text(name, client, old, new);
+        }
     }
 
     /// Starts the publisher thread; dropping the handle stops it.

@@ -150,7 +150,7 @@ fn link_target(cfg: &Config, graph: &Graph, e: &Entry) -> Result<(), String> {
         .port(&e.port)
         .map(|h| h.params().clone())
         .ok_or_else(|| format!("port '{}' was not built", e.port))?;
-    links::check_key(&store, &e.key)
+    links::check_setting(&store, &e.key, &e.value)
 }
 
 /// Applies the saved keys to `graph` as config keys are applied (wiring first, then the
@@ -286,8 +286,7 @@ pub fn attach_links(saver: &Saver, dir: Option<&Arc<PvDirectory>>, cfg: &Config,
         }
         return;
     };
-    let ports: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
-    let (applied, problems) = saver.attach_links(dir, &ports);
+    let (applied, problems) = saver.attach_links(dir, cfg);
     for p in &problems {
         eprintln!("warning: state {}: not restored: {}", p.at(path), p.reason);
     }
@@ -354,10 +353,7 @@ pub fn diff(text: &str, file_name: &str, path: &Path, sets: &Sets) -> Result<Str
     for e in &parsed.entries {
         if links::is_link_key(&e.key) {
             match link_target(&cfg, &graph, e) {
-                Ok(()) => lines.push(format!(
-                    "  {}.{}: (link field) -> {}",
-                    e.port, e.key, e.text
-                )),
+                Ok(()) => lines.push(link_diff_line(&cfg, &graph, e, sets)),
                 Err(reason) => problems.push(problem(e, reason)),
             }
             continue;
@@ -411,6 +407,31 @@ pub fn diff(text: &str, file_name: &str, path: &Path, sets: &Sets) -> Result<Str
         }
     }
     Ok(out)
+}
+
+/// `ndflow state diff`'s line for a saved link field (checked by [`link_target`]): the
+/// config's value (or the default) → the saved one, noted as a parameter's line is.
+fn link_diff_line(cfg: &Config, graph: &Graph, e: &Entry, sets: &Sets) -> String {
+    let now = cfg.ports.iter().find(|p| p.name == e.port).and_then(|pc| {
+        let store = graph.port(&e.port)?.params().clone();
+        links::config_value(&store, pc, &e.key)
+    });
+    let saved = links::saved_value(&e.key, &e.value);
+    let note = if overridden(sets, e) {
+        "  (--set wins)"
+    } else if matches!((&now, &saved), (Some(a), Some(b)) if links::same(a, b)) {
+        "  (same as the config)"
+    } else {
+        ""
+    };
+    let shown = |v: Option<toml_edit::Value>| v.map_or_else(|| "?".into(), |v| v.to_string());
+    format!(
+        "  {}.{} (link field): {} -> {}{note}",
+        e.port,
+        e.key,
+        shown(now).trim(),
+        shown(saved).trim()
+    )
 }
 
 /// The graph of `cfg` with nothing started: no `Acquire`, no `CreateDirectory` (as

@@ -15,8 +15,8 @@ use parking_lot::Mutex;
 use toml_edit::Value;
 
 use super::file::{Entry, Problem};
-use crate::config::{Config, ConfigError};
-use crate::links::OMSL_MENU;
+use crate::config::{Config, ConfigError, PortConfig};
+use crate::links::{parse_link, LinkName, OMSL_MENU};
 use crate::pvdir::{faces, link_field_of, PvDirectory};
 use crate::record_fields::RecordField;
 
@@ -64,14 +64,20 @@ fn listed<S: AsRef<str>>(keys: &[S]) -> String {
     }
 }
 
-/// Checks a config's (or `--set`'s) link field setting: the key as [`check_key`] does, and
-/// the value's kind (ZRVL/ONVL integers, OMSL a menu choice, the others text).
+/// The field a link key names (`RECORD.FIELD` → FIELD).
+fn field_of(key: &str) -> Option<RecordField> {
+    key.rsplit_once('.')
+        .and_then(|(_, f)| RecordField::parse(f))
+        .filter(|f| f.is_link())
+}
+
+/// Checks a config's, `--set`'s or a state file's link field setting: the key as
+/// [`check_key`] does, and the value as the field's write will (ZRVL/ONVL integers, OMSL a
+/// menu choice, OCAL a number, the links a PV name or, for an input, a number; `pva://`
+/// refused). What needs the running IOC (a link naming its own record) is checked then.
 pub fn check_setting(store: &ParamStore, key: &str, value: &ParamValue) -> Result<(), String> {
     check_key(store, key)?;
-    let field = key
-        .rsplit_once('.')
-        .and_then(|(_, f)| RecordField::parse(f))
-        .ok_or_else(|| format!("no link field '{key}'"))?;
+    let field = field_of(key).ok_or_else(|| format!("no link field '{key}'"))?;
     coerce(field, value)
         .map(|_| ())
         .map_err(|m| format!("{key} {m}"))
@@ -101,17 +107,80 @@ fn coerce(field: RecordField, value: &ParamValue) -> Result<ParamValue, String> 
                 .map(ParamValue::Int)
                 .ok_or_else(|| format!("takes one of {}", OMSL_MENU.join(", ")))
         }
+        // Served as the text of the number it holds (the calcout's expression is a constant).
         RecordField::Ocal => match value {
-            ParamValue::Str(s) => Ok(ParamValue::Str(s.clone())),
-            ParamValue::Int(i) => Ok(ParamValue::Str(i.to_string())),
-            ParamValue::Float(x) => Ok(ParamValue::Str(x.to_string())),
-            ParamValue::Array(_) => Err("takes a number".into()),
-        },
-        _ => match value {
-            ParamValue::Str(s) => Ok(ParamValue::Str(s.clone())),
-            _ => Err("takes text: a PV name (with CP, PP, MS…) or a number".into()),
-        },
+            ParamValue::Str(s) => s.trim().parse::<f64>().ok(),
+            ParamValue::Int(i) => Some(*i as f64),
+            ParamValue::Float(x) => Some(*x),
+            ParamValue::Array(_) => None,
+        }
+        .map(|x| ParamValue::Str(x.to_string()))
+        .ok_or_else(|| "takes a number (OCAL here is a constant)".to_string()),
+        _ => {
+            let text = match value {
+                ParamValue::Str(s) => s.trim().to_string(),
+                ParamValue::Int(i) => i.to_string(),
+                ParamValue::Float(x) => x.to_string(),
+                ParamValue::Array(_) => return Err("takes a PV name".into()),
+            };
+            match parse_link(&text)? {
+                Some(LinkName::Constant(_)) if field == RecordField::Out => {
+                    Err("takes a PV name: an output link names a PV, not a number".into())
+                }
+                _ => Ok(ParamValue::Str(text)),
+            }
+        }
     }
+}
+
+/// A coerced value as the file holds it (and [`value_now`] reads it back).
+fn file_value(field: RecordField, coerced: ParamValue) -> Value {
+    match (field, coerced) {
+        (RecordField::Omsl, ParamValue::Int(i)) => {
+            let name = usize::try_from(i).ok().and_then(|i| OMSL_MENU.get(i));
+            name.map_or_else(|| Value::from(i), |n| Value::from(*n))
+        }
+        (_, ParamValue::Int(i)) => Value::from(i),
+        (_, ParamValue::Float(x)) => Value::from(x),
+        (_, ParamValue::Str(s)) => Value::from(s),
+        (_, ParamValue::Array(_)) => Value::from(""),
+    }
+}
+
+/// A link field's value before anything sets it (a link record's as ADCore declares it).
+fn default_value(kind: LinkKind, field: RecordField) -> Value {
+    match (field, kind) {
+        (RecordField::Omsl, _) => Value::from(OMSL_MENU[1]),
+        (RecordField::Zrvl, _) => Value::from(0),
+        (RecordField::Onvl, _) => Value::from(1),
+        (RecordField::Ocal, LinkKind::Output { ocal, .. }) => Value::from(ocal.to_string()),
+        _ => Value::from(""),
+    }
+}
+
+/// A port's link field `key` as the config leaves it: the config's (or `--set`'s) value, else
+/// the default. `None` when the key names no link field of the port.
+pub fn config_value(store: &ParamStore, port: &PortConfig, key: &str) -> Option<Value> {
+    let field = field_of(key)?;
+    let record = key.rsplit_once('.').map(|(r, _)| r)?;
+    let def =
+        store.defs().iter().copied().find(|d| {
+            d.link != LinkKind::None && faces(d).iter().any(|(name, _)| name == record)
+        })?;
+    Some(configured(port, key, field).unwrap_or_else(|| default_value(def.link, field)))
+}
+
+/// The config's value of link field `key` of `port`, as the file would hold it.
+fn configured(port: &PortConfig, key: &str, field: RecordField) -> Option<Value> {
+    let s = port.settings.iter().rev().find(|s| s.key == key)?;
+    coerce(field, &s.value).ok().map(|v| file_value(field, v))
+}
+
+/// A state file's value of link field `key`, as the file would hold it once applied (`None`:
+/// not a value the field takes).
+pub fn saved_value(key: &str, value: &ParamValue) -> Option<Value> {
+    let field = field_of(key)?;
+    coerce(field, value).ok().map(|v| file_value(field, v))
 }
 
 /// Applies the config's link field settings (checked at build by [`check_setting`]) to the
@@ -137,8 +206,7 @@ pub fn apply_config(dir: &Arc<PvDirectory>, cfg: &Config) -> Result<usize, Confi
     if entries.is_empty() {
         return Ok(0);
     }
-    let ports: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
-    let (applied, problems) = LiveLinks::new(dir.clone(), &ports).restore(&entries);
+    let (applied, problems) = LiveLinks::new(dir.clone(), cfg).restore(&entries);
     match problems.into_iter().next() {
         Some(p) => Err(ConfigError {
             file: cfg.file.clone(),
@@ -181,7 +249,7 @@ struct Field {
     key: String,
     entry: usize,
     field: RecordField,
-    /// Its value at start, before the saved one is applied.
+    /// Its value as the config leaves it (its default if the config does not set it).
     baseline: Value,
 }
 
@@ -200,7 +268,8 @@ fn value_now(dir: &PvDirectory, entry: usize, f: RecordField) -> Value {
     }
 }
 
-fn same(a: &Value, b: &Value) -> bool {
+/// Equal as the file writes them.
+pub fn same(a: &Value, b: &Value) -> bool {
     a.to_string().trim() == b.to_string().trim()
 }
 
@@ -226,11 +295,13 @@ pub struct LiveLinks {
 }
 
 impl LiveLinks {
-    /// Every link field of `dir`'s ports named in `ports` (in that order), its value now as
-    /// the baseline.
-    pub fn new(dir: Arc<PvDirectory>, ports: &[String]) -> LiveLinks {
+    /// Every link field of the ports of `cfg` in `dir` (in the config's order), with the
+    /// value the config gives it (or its default) as the baseline: not the directory's value
+    /// now, which a client may already have changed.
+    pub fn new(dir: Arc<PvDirectory>, cfg: &Config) -> LiveLinks {
         let mut fields = Vec::new();
-        for port in ports {
+        for pc in &cfg.ports {
+            let port = &pc.name;
             for slot in dir.slots().iter().filter(|s| &s.port == port) {
                 let kind = slot.def.link;
                 if kind == LinkKind::None {
@@ -247,12 +318,15 @@ impl LiveLinks {
                     let Some((record, _)) = names.iter().find(|(_, fc)| *fc == face) else {
                         continue;
                     };
+                    let key = format!("{record}.{}", f.name());
+                    let baseline =
+                        configured(pc, &key, f).unwrap_or_else(|| default_value(kind, f));
                     fields.push(Field {
                         port: port.clone(),
-                        key: format!("{record}.{}", f.name()),
+                        key,
                         entry,
                         field: f,
-                        baseline: value_now(&dir, entry, f),
+                        baseline,
                     });
                 }
             }
@@ -398,8 +472,16 @@ mod tests {
         let e = coerce(RecordField::Omsl, &Int(2)).unwrap_err();
         assert_eq!(e, "takes one of supervisory, closed_loop");
         assert_eq!(coerce(RecordField::Ocal, &Float(2.5)), Ok(s("2.5")));
-        assert_eq!(coerce(RecordField::Out, &s("A:B PP")), Ok(s("A:B PP")));
-        assert!(coerce(RecordField::Dol, &Int(3)).is_err());
+        assert_eq!(coerce(RecordField::Ocal, &s("2.0")), Ok(s("2")));
+        assert!(coerce(RecordField::Ocal, &s("open")).is_err());
+        assert_eq!(coerce(RecordField::Out, &s(" A:B PP ")), Ok(s("A:B PP")));
+        assert!(
+            coerce(RecordField::Out, &Int(3)).is_err(),
+            "an output names a PV"
+        );
+        assert_eq!(coerce(RecordField::Dol, &Int(3)), Ok(s("3")), "a constant");
+        let e = coerce(RecordField::Inp, &s("pva://X:Y")).unwrap_err();
+        assert!(e.contains("not supported"), "{e}");
     }
 
     #[test]

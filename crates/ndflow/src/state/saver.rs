@@ -18,6 +18,7 @@ use toml_edit::Value;
 use super::file::{self, Entry, Problem};
 use super::links::{self, LinkPart, LiveLinks};
 use super::rule;
+use crate::config::Config;
 use crate::pvdir::PvDirectory;
 
 /// When saves happen.
@@ -98,6 +99,11 @@ pub fn snapshot(tracked: &[Tracked]) -> Vec<(String, Vec<(String, Value)>)> {
         })
         .filter(|(_, k)| !k.is_empty())
         .collect()
+}
+
+/// A snapshot as text, to compare two (the file's order and form).
+fn render(ports: &[(String, Vec<(String, Value)>)]) -> String {
+    file::render("", ports)
 }
 
 #[derive(Default)]
@@ -251,22 +257,37 @@ impl Saver {
     /// The PV directory is up: the link fields of `ports` are tracked from their values now,
     /// the carried ones applied (the count, and those that do not fit or are refused), and
     /// each later write of a link field is saved as a parameter's change is.
-    pub fn attach_links(&self, dir: &Arc<PvDirectory>, ports: &[String]) -> (usize, Vec<Problem>) {
-        let live = LiveLinks::new(dir.clone(), ports);
-        // Held while restoring: a save now must not write the file without the links.
-        let mut part = self.shared.links.lock();
-        let (applied, problems) = match &*part {
-            LinkPart::Carried(entries) => live.restore(entries),
-            LinkPart::Live(_) => (0, Vec::new()),
-        };
-        *part = LinkPart::Live(live);
-        drop(part);
+    pub fn attach_links(&self, dir: &Arc<PvDirectory>, cfg: &Config) -> (usize, Vec<Problem>) {
         let weak: Weak<Shared> = Arc::downgrade(&self.shared);
         dir.on_link_change(Arc::new(move || {
             if let Some(s) = weak.upgrade() {
                 s.touch();
             }
         }));
+        let live = LiveLinks::new(dir.clone(), cfg);
+        // Held while restoring: a save now must not write the file without the links.
+        let mut part = self.shared.links.lock();
+        let (applied, problems, restored) = match &*part {
+            LinkPart::Carried(entries) => {
+                let (n, problems) = live.restore(entries);
+                let ok = entries
+                    .iter()
+                    .filter(|e| !problems.iter().any(|p| p.port == e.port && p.key == e.key))
+                    .cloned()
+                    .collect();
+                (n, problems, ok)
+            }
+            LinkPart::Live(_) => (0, Vec::new(), Vec::new()),
+        };
+        // A client may have written a link field since the servers started, before the
+        // watch: then the links differ from what the file has, and a save is due. (Not
+        // otherwise: a start alone does not rewrite the file.)
+        let differs = render(&live.snapshot()) != render(&LinkPart::Carried(restored).snapshot());
+        *part = LinkPart::Live(live);
+        drop(part);
+        if differs {
+            self.shared.touch();
+        }
         (applied, problems)
     }
 
