@@ -33,13 +33,14 @@
 # RUNS minus its campaign's executions, and is skipped once the campaign has RUNS.
 #
 # -s none: a build without AddressSanitizer (fuzz/target/nosan), allowed only for the targets
-# in NO_SANITIZER below, whose code path runs no unsafe block of ours (ndflow-ca and the
-# GenICam XML parser have none; ndflow-pva's two are socket calls, which the targets do not
-# make; pva_client is not listed: it makes frames in ndflow-core's aligned buffers). There a
-# failure is a panic, an overflow (debug assertions stay on), a hang or memory over
-# -rss_limit_mb, which libFuzzer catches without ASan; what goes unseen is a leak
-# (LeakSanitizer is part of ASan) and a memory error in a dependency's unsafe code. In
-# exchange 3 to 6 times the executions/s (docs/reliability.md).
+# in NO_SANITIZER below, whose own code path runs no unsafe block (ndflow-ca and the GenICam
+# XML parser have none; ndflow-pva's two are socket calls, which the targets do not make).
+# pva_client's frames go into ndflow-core's pool buffers (unsafe inside), through the same
+# Pool::alloc that eiger_stream and tiff_read, AddressSanitizer-only, fuzz with any size;
+# what is pva_client's own is safe code. There a failure is a panic, an overflow (debug
+# assertions stay on), a hang or memory over -rss_limit_mb, which libFuzzer catches without
+# ASan; what goes unseen is a leak (LeakSanitizer is part of ASan) and a memory error in a
+# dependency's unsafe code. In exchange 3 to 6 times the executions/s (docs/reliability.md).
 # The ledger records each run's sanitizer; a campaign counts the executions of both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,7 +48,7 @@ cd "$(dirname "$0")/.."
 RUNS=10000000 MAX_TIME=0 TIMEOUT=10 RSS=2048 NICE=10 BUILD=1 CONTINUE=0 LIST=0
 SANITIZER=address
 REPORT=fuzz/target/fuzz-report.md
-NO_SANITIZER=" pva_server pva_server_cmd pva_datagram pva_wire ca_server ca_server_cmd ca_datagram ca_client ca_dbr genicam_xml "
+NO_SANITIZER=" pva_server pva_server_cmd pva_datagram pva_client pva_wire ca_server ca_server_cmd ca_datagram ca_client ca_dbr genicam_xml "
 while getopts "n:T:t:m:o:N:s:BcLh" opt; do
     case $opt in
         n) RUNS=$OPTARG ;;
@@ -60,7 +61,7 @@ while getopts "n:T:t:m:o:N:s:BcLh" opt; do
         c) CONTINUE=1 ;;
         L) LIST=1 ;;
         s) SANITIZER=$OPTARG ;;
-        *) sed -n '2,43p' "$0"; exit 2 ;;
+        *) sed -n '2,44p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
