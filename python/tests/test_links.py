@@ -250,3 +250,33 @@ def test_epics_pv_shutter_writes_and_reads_another_ioc(ndflow_bin, tmp_path):
         if ioc is not None:
             ioc.close()
         shutter.close()
+
+
+def test_a_link_longer_than_a_ca_string_goes_through_the_long_form(ndflow_bin, tmp_path):
+    """A DBR_STRING holds 39 characters; PV names with their prefix are often longer. As an
+    IOC does, `NAME.DOL$` serves the link as a char array: written whole and read back whole
+    over Channel Access, it is the same link `.DOL` shows over pvAccess."""
+    ioc = NdflowIoc(ndflow_bin, tmp_path, CONFIG)
+    try:
+        ioc.wait_for(P + "cam1:ArrayCounter_RBV", lambda v: v == 0)
+        long_text = P + "Stats1:CentroidX_RBV CP MS NMS " + "x" * 40
+        assert len(long_text) > 60
+        got = run_pyepics(ioc, f"""
+            name = P + "Over1:1:PositionXLink.DOL"
+            pv = epics.PV(name + "$")
+            pv.wait_for_connection(timeout=5)
+            out["type"] = epics.dbr.Name(epics.ca.field_type(pv.chid)).lower()
+            out["count"] = pv.nelm
+            out["put"] = pv.put({long_text!r}, wait=True, timeout=5)
+            out["long"] = epics.caget(name + "$", as_string=True, timeout=5)
+            out["short"] = epics.caget(name, timeout=5)
+            out["none"] = epics.PV(P + "Over1:1:PositionXLink.OMSL$").wait_for_connection(1.5)
+            """, P)
+        assert got["type"] == "char" and got["count"] == 1024, got
+        assert got["put"] == 1, got
+        assert got["long"] == long_text, got
+        assert got["short"] == long_text[:39], "DBR_STRING keeps 39 characters"
+        assert got["none"] is False, "only text fields have the long form"
+        assert ioc.ctx.get(P + "Over1:1:PositionXLink.DOL") == long_text
+    finally:
+        ioc.close()

@@ -587,6 +587,8 @@ impl PvDirectory {
             }
             if self.find(rec).is_some() {
                 let r = self.rules.rights(rec, &client.host, &client.user);
+                // `FIELD$`: the long-string form of a text field, as writable as the field.
+                let field = field.strip_suffix('$').unwrap_or(field);
                 return match RecordField::parse(field) {
                     Some(f) if f.writable() => r,
                     _ => r.min(Rights::Read),
