@@ -156,7 +156,9 @@ pub fn to_nt(frame: &NDArray) -> NtNdArray {
     // pvData time is POSIX; NDArray times are EPICS-epoch seconds.
     let epics = POSIX_TO_EPICS_EPOCH as i64;
     let mut data_ts = split_time(frame.time_stamp);
-    data_ts.seconds_past_epoch += epics;
+    // Saturating: a frame's time may come from a peer (a far-off one is its own problem, a
+    // wrapped one would be ours).
+    data_ts.seconds_past_epoch = data_ts.seconds_past_epoch.saturating_add(epics);
     NtNdArray {
         value,
         codec_name: if compressed {
@@ -271,9 +273,12 @@ pub fn from_nt(nt: &NtNdArray, pool: &Pool) -> Result<NDArray, ConvertError> {
         dims,
         data_type: elem,
         unique_id: nt.unique_id,
-        time_stamp: (ts.seconds_past_epoch - epics) as f64 + ts.nanoseconds as f64 * 1e-9,
+        // Saturating: the seconds are the sender's, any i64 (a wrapped difference would turn
+        // the far past into the far future).
+        time_stamp: ts.seconds_past_epoch.saturating_sub(epics) as f64
+            + ts.nanoseconds as f64 * 1e-9,
         epics_ts: EpicsTimeStamp {
-            sec: u32::try_from(nt.time_stamp.seconds_past_epoch - epics).unwrap_or(0),
+            sec: u32::try_from(nt.time_stamp.seconds_past_epoch.saturating_sub(epics)).unwrap_or(0),
             nsec: u32::try_from(nt.time_stamp.nanoseconds).unwrap_or(0),
         },
         attributes: nt.attribute.iter().map(attr_from_nt).collect(),
@@ -333,6 +338,31 @@ mod tests {
             );
             assert_eq!(back.color_mode(), ColorMode::Mono);
         }
+    }
+
+    /// Found by fuzzing (pva_client): times at the ends of i64 from a peer subtracted the
+    /// epoch offset with overflow (a panic with overflow checks, a wrap to the far future
+    /// without).
+    #[test]
+    fn extreme_times_from_a_peer_saturate() {
+        let pool = Pool::unlimited();
+        let mut b = pool.alloc(4).unwrap();
+        b.as_mut_slice::<u8>().copy_from_slice(&[1, 2, 3, 4]);
+        let f = NDArray::new(&[2, 2], DataType::UInt8, b.freeze()).unwrap();
+        let mut nt = to_nt(&f);
+        for (sec, past) in [(i64::MIN, true), (i64::MIN + 1, true), (i64::MAX, false)] {
+            nt.data_time_stamp.seconds_past_epoch = sec;
+            nt.time_stamp.seconds_past_epoch = sec;
+            let back = from_nt(&nt, &pool).unwrap();
+            assert_eq!(back.time_stamp < 0.0, past, "{sec}: {}", back.time_stamp);
+            assert_eq!(back.epics_ts.sec, 0, "{sec}: not a u32 of seconds");
+        }
+        // And back out: a frame time beyond i64 seconds does not wrap either.
+        let mut far = f.clone();
+        far.time_stamp = f64::MAX;
+        assert_eq!(to_nt(&far).data_time_stamp.seconds_past_epoch, i64::MAX);
+        far.time_stamp = f64::MIN;
+        assert!(to_nt(&far).data_time_stamp.seconds_past_epoch < 0);
     }
 
     #[test]
