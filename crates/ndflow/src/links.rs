@@ -30,6 +30,11 @@ use parking_lot::{Mutex, RwLock};
 /// EPICS' menuOmsl, in order.
 pub const OMSL_MENU: [&str; 2] = ["supervisory", "closed_loop"];
 
+/// A new link record's `.OMSL` (closed_loop: it follows its `.DOL`), `.ZRVL` and `.ONVL`.
+pub const DEFAULT_OMSL: i64 = 1;
+pub const DEFAULT_ZRVL: i64 = 0;
+pub const DEFAULT_ONVL: i64 = 1;
+
 /// What a link names.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Target {
@@ -182,12 +187,12 @@ impl Links {
                     slot,
                     kind,
                     text: Mutex::new(String::new()),
-                    closed_loop: AtomicBool::new(true),
+                    closed_loop: AtomicBool::new(DEFAULT_OMSL == 1),
                     target: Mutex::new(Target::None),
                     broken: AtomicBool::new(false),
                     generation: AtomicU64::new(0),
-                    zrvl: AtomicI64::new(0),
-                    onvl: AtomicI64::new(1),
+                    zrvl: AtomicI64::new(DEFAULT_ZRVL),
+                    onvl: AtomicI64::new(DEFAULT_ONVL),
                     ocal: Mutex::new(ocal),
                     last: AtomicI64::new(value),
                     last_raw: Mutex::new(None),

@@ -16,7 +16,7 @@ use toml_edit::Value;
 
 use super::file::{Entry, Problem};
 use crate::config::{Config, ConfigError, PortConfig};
-use crate::links::{parse_link, LinkName, OMSL_MENU};
+use crate::links::{parse_link, LinkName, DEFAULT_OMSL, DEFAULT_ONVL, DEFAULT_ZRVL, OMSL_MENU};
 use crate::pvdir::{faces, link_field_of, PvDirectory};
 use crate::record_fields::RecordField;
 
@@ -39,7 +39,11 @@ pub fn is_link_key(key: &str) -> bool {
 /// Checks `key` (`RECORD.FIELD`) against the parameters of a port: the record must be a link
 /// record and the field one of its link fields. The error lists what the port has.
 pub fn check_key(store: &ParamStore, key: &str) -> Result<(), String> {
-    let keys = keys_of(store.defs());
+    let keys: Vec<String> = store
+        .defs()
+        .iter()
+        .flat_map(|d| link_keys(d).into_iter().map(|(_, k)| k))
+        .collect();
     if keys.iter().any(|k| k == key) {
         return Ok(());
     }
@@ -147,26 +151,25 @@ fn file_value(field: RecordField, coerced: ParamValue) -> Value {
     }
 }
 
-/// A link field's value before anything sets it (a link record's as ADCore declares it).
+/// A link field's value before anything sets it (what [`crate::links::Links::new`] gives).
 fn default_value(kind: LinkKind, field: RecordField) -> Value {
-    match (field, kind) {
-        (RecordField::Omsl, _) => Value::from(OMSL_MENU[1]),
-        (RecordField::Zrvl, _) => Value::from(0),
-        (RecordField::Onvl, _) => Value::from(1),
-        (RecordField::Ocal, LinkKind::Output { ocal, .. }) => Value::from(ocal.to_string()),
-        _ => Value::from(""),
-    }
+    let v = match (field, kind) {
+        (RecordField::Omsl, _) => ParamValue::Int(DEFAULT_OMSL),
+        (RecordField::Zrvl, _) => ParamValue::Int(DEFAULT_ZRVL),
+        (RecordField::Onvl, _) => ParamValue::Int(DEFAULT_ONVL),
+        (RecordField::Ocal, LinkKind::Output { ocal, .. }) => ParamValue::Str(ocal.to_string()),
+        _ => ParamValue::Str(String::new()),
+    };
+    file_value(field, v)
 }
 
 /// A port's link field `key` as the config leaves it: the config's (or `--set`'s) value, else
 /// the default. `None` when the key names no link field of the port.
 pub fn config_value(store: &ParamStore, port: &PortConfig, key: &str) -> Option<Value> {
-    let field = field_of(key)?;
-    let record = key.rsplit_once('.').map(|(r, _)| r)?;
-    let def =
-        store.defs().iter().copied().find(|d| {
-            d.link != LinkKind::None && faces(d).iter().any(|(name, _)| name == record)
-        })?;
+    let (def, field) = store.defs().iter().find_map(|d| {
+        let (f, _) = link_keys(d).into_iter().find(|(_, k)| k == key)?;
+        Some((d, f))
+    })?;
     Some(configured(port, key, field).unwrap_or_else(|| default_value(def.link, field)))
 }
 
@@ -226,21 +229,23 @@ pub fn in_config(cfg: &Config) -> bool {
         .any(|p| p.settings.iter().any(|s| is_link_key(&s.key)))
 }
 
-/// Every link field key of a port's parameters.
-fn keys_of(defs: &[&'static ParamDef]) -> Vec<String> {
-    let mut out = Vec::new();
-    for d in defs.iter().filter(|d| d.link != LinkKind::None) {
-        for f in FIELDS {
-            // An output's fields are on each of its PVs: the first (the setpoint) names them.
-            if let Some((record, _)) = faces(d)
-                .into_iter()
-                .find(|(_, face)| link_field_of(d.link, *face, f))
-            {
-                out.push(format!("{record}.{}", f.name()));
-            }
-        }
+/// The link fields of one parameter's records, with their keys (`RECORD.FIELD`); none for a
+/// parameter that is no link record. An output's fields are on each of its PVs: the first
+/// (the setpoint, as the directory lists a slot's entries) names them.
+fn link_keys(d: &ParamDef) -> Vec<(RecordField, String)> {
+    if d.link == LinkKind::None {
+        return Vec::new();
     }
-    out
+    let names = faces(d);
+    FIELDS
+        .into_iter()
+        .filter_map(|f| {
+            let (record, _) = names
+                .iter()
+                .find(|(_, face)| link_field_of(d.link, *face, f))?;
+            Some((f, format!("{record}.{}", f.name())))
+        })
+        .collect()
 }
 
 /// One saved link field of the directory.
@@ -256,16 +261,14 @@ struct Field {
 /// A link field's value as the file holds it: the link's text, OMSL by name, ZRVL/ONVL as
 /// integers, OCAL as text.
 fn value_now(dir: &PvDirectory, entry: usize, f: RecordField) -> Value {
-    match f {
-        RecordField::Omsl => {
-            let i = dir.field(entry, f);
-            let name = usize::try_from(i).ok().and_then(|i| OMSL_MENU.get(i));
-            name.map_or_else(|| Value::from(i), |n| Value::from(*n))
+    let v = match f {
+        RecordField::Omsl | RecordField::Zrvl | RecordField::Onvl => {
+            ParamValue::Int(dir.field(entry, f))
         }
-        RecordField::Zrvl | RecordField::Onvl => Value::from(dir.field(entry, f)),
         // OCAL is a calcout's expression: text, as its record serves it.
-        _ => Value::from(dir.field_text(entry, f)),
-    }
+        _ => ParamValue::Str(dir.field_text(entry, f)),
+    };
+    file_value(f, v)
 }
 
 /// Equal as the file writes them.
@@ -303,24 +306,12 @@ impl LiveLinks {
         for pc in &cfg.ports {
             let port = &pc.name;
             for slot in dir.slots().iter().filter(|s| &s.port == port) {
-                let kind = slot.def.link;
-                if kind == LinkKind::None {
-                    continue;
-                }
-                let names = faces(slot.def);
-                for f in FIELDS {
+                for (f, key) in link_keys(slot.def) {
                     let Some(&entry) = slot.entries.iter().find(|&&e| dir.has_field(e, f)) else {
                         continue;
                     };
-                    let Some(face) = dir.entry(entry).map(|e| e.face) else {
-                        continue;
-                    };
-                    let Some((record, _)) = names.iter().find(|(_, fc)| *fc == face) else {
-                        continue;
-                    };
-                    let key = format!("{record}.{}", f.name());
                     let baseline =
-                        configured(pc, &key, f).unwrap_or_else(|| default_value(kind, f));
+                        configured(pc, &key, f).unwrap_or_else(|| default_value(slot.def.link, f));
                     fields.push(Field {
                         port: port.clone(),
                         key,
@@ -415,22 +406,17 @@ impl LinkPart {
     pub fn snapshot(&self) -> Vec<(String, Vec<(String, Value)>)> {
         match self {
             LinkPart::Live(l) => l.snapshot(),
-            LinkPart::Carried(entries) => {
-                let mut out: Vec<(String, Vec<(String, Value)>)> = Vec::new();
-                for e in entries {
-                    let v = match &e.value {
-                        ParamValue::Int(i) => Value::from(*i),
-                        ParamValue::Float(x) => Value::from(*x),
-                        ParamValue::Str(s) => Value::from(s.as_str()),
-                        ParamValue::Array(_) => continue,
-                    };
-                    match out.iter_mut().find(|(p, _)| *p == e.port) {
-                        Some((_, keys)) => keys.push((e.key.clone(), v)),
-                        None => out.push((e.port.clone(), vec![(e.key.clone(), v)])),
-                    }
-                }
-                out
-            }
+            // Checked when read (check_setting): each has its file form.
+            LinkPart::Carried(entries) => merge(
+                Vec::new(),
+                entries
+                    .iter()
+                    .filter_map(|e| {
+                        let v = saved_value(&e.key, &e.value)?;
+                        Some((e.port.clone(), vec![(e.key.clone(), v)]))
+                    })
+                    .collect(),
+            ),
         }
     }
 }
