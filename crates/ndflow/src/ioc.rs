@@ -120,9 +120,9 @@ pub fn run(text: &str, file: &str, opts: &RunOptions) -> Result<(), String> {
             crate::state::links::apply_config(dir, &cfg).map_err(|e| e.to_string())?;
         }
         None if crate::state::links::in_config(&cfg) => eprintln!(
-            "warning: {}: the link fields it sets are not applied: link records are served \
-             only with pvAccess or Channel Access on",
-            cfg.file
+            "warning: {}: the link fields it sets are not applied: {}",
+            cfg.file,
+            crate::state::links::NEED_SERVERS
         ),
         None => {}
     }

@@ -141,7 +141,8 @@ pub struct Restored {
     pub links: Vec<Entry>,
 }
 
-/// Whether link field key `e` fits a port of `cfg` in `graph` (see [`links::check_key`]).
+/// Whether link field setting `e` fits a port of `cfg` in `graph` (see
+/// [`links::check_setting`]).
 fn link_target(cfg: &Config, graph: &Graph, e: &Entry) -> Result<(), String> {
     if !cfg.ports.iter().any(|p| p.name == e.port) {
         return Err(format!("no port named '{}' in the config", e.port));
@@ -239,9 +240,7 @@ pub fn start(graph: &Graph, cfg: &Config, path: Option<&Path>, sets: &Sets) -> O
         },
         Loaded::Found { text, parsed } => {
             let r = restore(graph, cfg, &parsed, sets);
-            for p in &r.problems {
-                eprintln!("warning: state {}: not restored: {}", p.at(path), p.reason);
-            }
+            warn_not_restored(&r.problems, path);
             for e in &r.overridden {
                 eprintln!(
                     "state: {shown}: {}.{} = {} not restored: --set {}.{} wins",
@@ -280,18 +279,22 @@ pub fn attach_links(saver: &Saver, dir: Option<&Arc<PvDirectory>>, cfg: &Config,
         let n = saver.carried_links();
         if n > 0 {
             eprintln!(
-                "state: {shown}: {n} link fields kept, not applied: link records are served \
-                 only with pvAccess or Channel Access on"
+                "state: {shown}: {n} link fields kept, not applied: {}",
+                links::NEED_SERVERS
             );
         }
         return;
     };
     let (applied, problems) = saver.attach_links(dir, cfg);
-    for p in &problems {
-        eprintln!("warning: state {}: not restored: {}", p.at(path), p.reason);
-    }
+    warn_not_restored(&problems, path);
     if applied > 0 {
         eprintln!("state: restored {applied} link fields from {shown}");
+    }
+}
+
+fn warn_not_restored(problems: &[Problem], path: &Path) {
+    for p in problems {
+        eprintln!("warning: state {}: not restored: {}", p.at(path), p.reason);
     }
 }
 

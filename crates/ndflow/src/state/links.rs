@@ -31,6 +31,9 @@ const FIELDS: [RecordField; 7] = [
     RecordField::Ocal,
 ];
 
+/// Why link fields are not applied in an IOC without PV servers.
+pub const NEED_SERVERS: &str = "link records are served only with pvAccess or Channel Access on";
+
 /// Whether a state file key names a link field (`RECORD.FIELD`; parameter names have no dot).
 pub fn is_link_key(key: &str) -> bool {
     key.contains('.')
